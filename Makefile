@@ -1,0 +1,68 @@
+# im2rec development tasks. `make help` lists them.
+PYTHON    ?= python3
+MX_PYTHON ?= python3.11
+VENV      := .venv
+MX_VENV   := .venv-mx
+ALT_VENV  := .venv-np1
+BIN       := $(VENV)/bin
+PYTEST    := $(BIN)/python -m pytest
+
+.DEFAULT_GOAL := help
+.PHONY: help install test compat lint format bench demo golden clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+	scripts/install-pillow-simd.sh $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed ## Create .venv with im2rec (editable), Pillow-SIMD and dev tools
+
+test: $(VENV)/.installed ## Run the test suite (all but the MXNet cross-checks)
+	$(PYTEST) -m "not compat"
+
+# The reference: real MXNet 1.9.1, which imports only with numpy<1.24 (Python <= 3.11).
+$(MX_VENV)/.installed:
+	@command -v $(MX_PYTHON) >/dev/null || { echo "make compat needs $(MX_PYTHON) for mxnet==1.9.1 (set MX_PYTHON=...)"; exit 1; }
+	$(MX_PYTHON) -m venv $(MX_VENV)
+	$(MX_VENV)/bin/python -m pip install --quiet 'mxnet==1.9.1' 'numpy<1.24' 'opencv-python-headless==4.11.0.86'
+	@touch $@
+
+# numpy 1.x with plain Pillow: the other end of what we support.
+$(ALT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(ALT_VENV)
+	$(ALT_VENV)/bin/python -m pip install --quiet 'numpy>=1.24,<2' pillow click rich tqdm pytest hypothesis
+	$(ALT_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	@touch $@
+
+compat: $(VENV)/.installed $(MX_VENV)/.installed $(ALT_VENV)/.installed ## Cross-check against MXNet 1.9.1; re-run the suite on numpy 1.x + plain Pillow
+	IM2REC_MXNET_PYTHON=$(MX_VENV)/bin/python $(PYTEST) -m compat
+	$(ALT_VENV)/bin/python -m pytest -m "not compat" -q
+
+lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict
+	$(BIN)/ruff check im2rec tests bench
+	$(BIN)/ruff format --check im2rec tests bench
+	$(BIN)/mypy
+
+format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
+	$(BIN)/ruff check --fix im2rec tests bench
+	$(BIN)/ruff format im2rec tests bench
+
+bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios)
+	$(BIN)/python bench/bench_recordio.py --mx-python $(MX_VENV)/bin/python
+
+golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
+	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden
+
+demo: $(VENV)/.installed ## Pack the bundled examples/ end to end
+	@echo "make demo: packing arrives with 'rec pack' (issue 4); for now it shows the tool runs:"
+	$(BIN)/rec --version
+	$(BIN)/python examples/recordio_quickstart.py
+
+clean: ## Remove virtualenvs, caches and build files
+	rm -rf $(VENV) $(MX_VENV) $(ALT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
