@@ -1,0 +1,74 @@
+"""The one exception family of im2rec.
+
+Every error the library raises on purpose is an :class:`Im2RecError`; the CLI
+turns each into a one-line ``Error: ...`` message and exit code 1. Messages
+name the file and the byte offset, line or key, and say what to do next.
+
+Several classes also derive from the builtin that MXNet (or Python) raised for
+the same mistake, so code written against ``mx.recordio`` that catches
+``ValueError`` or ``FileNotFoundError`` keeps working::
+
+    Im2RecError
+    ├── RecordFormatError (ValueError)      a .rec frame or header is not what the format allows
+    │   ├── TruncatedRecordError            the file ends inside a header, payload or split record
+    │   └── RecordTooLargeError             a record of 2**29 bytes or more cannot be framed
+    ├── IndexFormatError (ValueError)       a malformed .idx line, an offset past the end
+    │   └── DuplicateKeyError               the same key twice in one index
+    ├── MissingFileError (FileNotFoundError)
+    ├── ModeError (AssertionError)          read on a writer, write on a reader, use after close
+    └── ImageCodecError (ValueError)        an image could not be encoded or decoded
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DuplicateKeyError",
+    "ImageCodecError",
+    "Im2RecError",
+    "IndexFormatError",
+    "MissingFileError",
+    "ModeError",
+    "RecordFormatError",
+    "RecordTooLargeError",
+    "TruncatedRecordError",
+]
+
+
+class Im2RecError(Exception):
+    """Base class of every error im2rec raises on purpose."""
+
+
+class RecordFormatError(Im2RecError, ValueError):
+    """A ``.rec`` file breaks the RecordIO framing or header layout."""
+
+
+class TruncatedRecordError(RecordFormatError):
+    """A ``.rec`` file ends in the middle of a record."""
+
+
+class RecordTooLargeError(RecordFormatError):
+    """A record is too large for the 29-bit length field."""
+
+
+class IndexFormatError(Im2RecError, ValueError):
+    """A ``.idx`` file has a malformed line or an impossible offset."""
+
+
+class DuplicateKeyError(IndexFormatError):
+    """The same key appears twice in one index."""
+
+
+class MissingFileError(Im2RecError, FileNotFoundError):
+    """An input file (``.rec``, ``.idx``, image) does not exist."""
+
+
+class ModeError(Im2RecError, AssertionError):
+    """An operation that the object's mode or state does not allow.
+
+    Derives from ``AssertionError`` because that is what ``mx.recordio``
+    raised for ``read()`` on a writer and ``write()`` on a reader.
+    """
+
+
+class ImageCodecError(Im2RecError, ValueError):
+    """An image could not be encoded or decoded."""

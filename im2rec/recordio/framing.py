@@ -1,0 +1,199 @@
+"""RecordIO framing: how one record becomes bytes on disk and back.
+
+Layout of one record (all words little-endian uint32; spec §1)::
+
+    +------------+--------------------------+-------------------+---------+
+    | magic      | lrec = cflag<<29 | length | payload (length)  | 0-3 pad |
+    | 0xCED7230A | cflag: 0 whole, 1 first,  |                   | to 4 B  |
+    | 0a 23 d7 ce|        2 middle, 3 last   |                   |         |
+    +------------+--------------------------+-------------------+---------+
+
+A payload that contains the magic word at a 4-aligned offset *relative to the
+record start* is cut there: the magic bytes are dropped, the pieces are written
+as parts with cflag 1, 2 ... 2, 3, and a reader puts the magic word back
+between them. Unaligned occurrences stay as they are (they can never sit at an
+aligned file position, where a reader looks for headers). Padding is computed
+from the whole record length, so only the last part is padded.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterator
+
+from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
+
+__all__ = [
+    "CFLAG_FIRST",
+    "CFLAG_LAST",
+    "CFLAG_MIDDLE",
+    "CFLAG_WHOLE",
+    "MAGIC",
+    "MAGIC_BYTES",
+    "MAX_RECORD_SIZE",
+    "Buffer",
+    "frame",
+    "iter_heads",
+    "read_record",
+]
+
+MAGIC = 0xCED7230A
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+#: Exclusive upper bound on a record's size: the length field has 29 bits.
+MAX_RECORD_SIZE = 1 << 29
+LENGTH_MASK = MAX_RECORD_SIZE - 1
+CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
+
+_HEAD = struct.Struct("<II")
+_PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
+
+#: Anything ``struct.unpack_from`` and slicing accept: bytes, mmap, memoryview.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def _head(cflag: int, length: int) -> bytes:
+    return _HEAD.pack(MAGIC, (cflag << 29) | length)
+
+
+def frame(data: bytes | bytearray | memoryview) -> bytes:
+    """Return the on-disk bytes of one record holding ``data``."""
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    n = len(data)
+    if n >= MAX_RECORD_SIZE:
+        raise RecordTooLargeError(
+            f"record of {n:,} bytes is too large: RecordIO stores at most "
+            f"{MAX_RECORD_SIZE - 1:,} bytes per record (29-bit length); "
+            "store smaller images, e.g. re-encode with a lower quality or resize"
+        )
+    hit = data.find(MAGIC_BYTES)
+    while hit != -1 and hit & 3:
+        hit = data.find(MAGIC_BYTES, hit + 1)
+    if hit == -1:
+        return b"".join((_head(CFLAG_WHOLE, n), data, _PADS[n & 3]))
+    return _frame_split(data, hit)
+
+
+def _frame_split(data: bytes | bytearray, hit: int) -> bytes:
+    # dmlc's writer (spec §1.2): cut at every aligned magic word, drop it,
+    # emit parts 1, 2..2, then the tail as part 3.
+    out: list[bytes | bytearray] = []
+    start = 0
+    while hit != -1:
+        out.append(_head(CFLAG_FIRST if start == 0 else CFLAG_MIDDLE, hit - start))
+        out.append(data[start:hit])
+        start = hit + 4
+        hit = data.find(MAGIC_BYTES, start)
+        while hit != -1 and hit & 3:
+            hit = data.find(MAGIC_BYTES, hit + 1)
+    n = len(data)
+    out.append(_head(CFLAG_LAST, n - start))
+    out.append(data[start:])
+    out.append(_PADS[n & 3])
+    return b"".join(out)
+
+
+def read_record(buf: Buffer, pos: int, end: int, name: str) -> tuple[bytes, int]:
+    """Decode the record whose first header is at ``pos``.
+
+    Returns the payload (a slice of ``buf``: bytes for bytes/mmap, a view for a
+    memoryview) and the offset of the next record. ``end`` is the size of the
+    valid data in ``buf``; ``name`` is the file name used in error messages.
+    """
+    if pos + 8 > end:
+        raise _truncated(name, pos, end, "inside a record header")
+    magic, lrec = _HEAD.unpack_from(buf, pos)
+    if magic != MAGIC:
+        raise _bad_magic(name, pos, magic)
+    length = lrec & LENGTH_MASK
+    start = pos + 8
+    nxt = start + ((length + 3) & ~3)
+    if nxt > end:
+        raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
+    cflag = lrec >> 29
+    if cflag == CFLAG_WHOLE:
+        return buf[start : start + length], nxt  # type: ignore[return-value]
+    if cflag != CFLAG_FIRST:
+        raise RecordFormatError(
+            f"{name}: byte {pos:,} is not the start of a record (it is part {cflag} "
+            "of a split record); the offset is wrong or the .idx is stale: "
+            "rebuild the index from the .rec"
+        )
+    return _read_split(buf, pos, start, length, nxt, end, name)
+
+
+def _read_split(
+    buf: Buffer, head: int, start: int, length: int, nxt: int, end: int, name: str
+) -> tuple[bytes, int]:
+    parts = [buf[start : start + length]]
+    while True:
+        pos = nxt
+        if pos + 8 > end:
+            raise _truncated(
+                name, pos, end, f"inside the split record that starts at byte {head:,}"
+            )
+        magic, lrec = _HEAD.unpack_from(buf, pos)
+        if magic != MAGIC:
+            raise _bad_magic(name, pos, magic)
+        cflag, length = lrec >> 29, lrec & LENGTH_MASK
+        if cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
+            raise RecordFormatError(
+                f"{name}: the split record that starts at byte {head:,} is not "
+                f"finished: byte {pos:,} holds a part with cflag {cflag} where a "
+                "continuation (2 or 3) belongs; the file is damaged"
+            )
+        start = pos + 8
+        nxt = start + ((length + 3) & ~3)
+        if nxt > end:
+            raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
+        parts.append(MAGIC_BYTES)
+        parts.append(buf[start : start + length])
+        if cflag == CFLAG_LAST:
+            return b"".join(parts), nxt
+
+
+def iter_heads(buf: Buffer, end: int, name: str, start: int = 0) -> Iterator[tuple[int, int]]:
+    """Yield ``(offset, next_offset)`` of every record from ``start`` to ``end``.
+
+    Reads only the 8-byte headers, so it walks a file without copying payloads.
+    """
+    pos = start
+    while pos < end:
+        if pos + 8 > end:
+            raise _truncated(name, pos, end, "inside a record header")
+        head = pos
+        while True:
+            magic, lrec = _HEAD.unpack_from(buf, pos)
+            if magic != MAGIC:
+                raise _bad_magic(name, pos, magic)
+            cflag = lrec >> 29
+            nxt = pos + 8 + (((lrec & LENGTH_MASK) + 3) & ~3)
+            if nxt > end:
+                raise _truncated(name, pos, end, "inside a record payload")
+            if pos == head and cflag not in (CFLAG_WHOLE, CFLAG_FIRST):
+                raise RecordFormatError(
+                    f"{name}: byte {pos:,} holds part {cflag} of a split record "
+                    "where a new record must start; the file is damaged"
+                )
+            pos = nxt
+            if cflag in (CFLAG_WHOLE, CFLAG_LAST):
+                break
+            if pos + 8 > end:
+                raise _truncated(name, pos, end, f"inside the split record at byte {head:,}")
+        yield head, pos
+
+
+def _truncated(name: str, pos: int, end: int, where: str) -> TruncatedRecordError:
+    return TruncatedRecordError(
+        f"{name}: truncated {where} at byte {pos:,} (the file has {end:,} bytes); "
+        "the file was cut short: copy or re-create it"
+    )
+
+
+def _bad_magic(name: str, pos: int, word: int) -> RecordFormatError:
+    return RecordFormatError(
+        f"{name}: no record starts at byte {pos:,} (found 0x{word:08X}, expected "
+        f"magic 0x{MAGIC:08X}); the file is not RecordIO, is damaged, or the "
+        "offset comes from a stale .idx"
+    )

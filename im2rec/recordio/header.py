@@ -1,0 +1,109 @@
+"""The 24-byte image-record header and MXNet's label rules (spec §2.3).
+
+Layout, little-endian, no padding (C struct ``{uint32 flag; float label;
+uint64 image_id[2];}``)::
+
+    bytes 0-3   flag   0: one scalar label in ``label``
+                       n>0: n float32 labels follow the header
+    bytes 4-7   label  float32 (0.0 when flag > 0)
+    bytes 8-15  id     uint64, im2rec writes the .lst index here
+    bytes 16-23 id2    uint64, normally 0
+
+The payload (usually an encoded image) follows the header and any labels.
+"""
+
+from __future__ import annotations
+
+import numbers
+import struct
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import RecordFormatError
+
+__all__ = ["HEADER_SIZE", "IRHeader", "pack", "unpack"]
+
+_HEADER = struct.Struct("<IfQQ")
+HEADER_SIZE = _HEADER.size
+_U64 = 1 << 64
+_unpack_from = _HEADER.unpack_from
+_new_tuple = tuple.__new__
+
+
+class IRHeader(NamedTuple):
+    """Header of an image record: ``(flag, label, id, id2)``.
+
+    ``label`` is a float, or a float32 array when the record carries several
+    labels (``flag`` is then their count).
+    """
+
+    flag: int
+    label: Any
+    id: int
+    id2: int
+
+
+# MXNet's namedtuple was called HEADER; keep its repr so printed headers match.
+IRHeader.__name__ = "HEADER"
+IRHeader.__qualname__ = "HEADER"
+
+
+def pack(header: IRHeader | tuple[Any, Any, Any, Any], s: bytes | bytearray | memoryview) -> bytes:
+    """Prefix ``s`` with the header, applying MXNet's label rules.
+
+    A scalar label (any ``numbers.Number``) is stored in the header with flag 0.
+    Anything else is cast to a flat float32 array stored after the header, with
+    flag = its length and header label 0. The caller's flag is ignored.
+    """
+    flag, label, id_, id2 = header
+    if isinstance(label, numbers.Number):
+        return _pack_header(0, label, id_, id2) + bytes(s)
+    with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, as in MXNet
+        labels = np.asarray(label, dtype="<f4").ravel()
+    return _pack_header(labels.size, 0.0, id_, id2) + labels.tobytes() + bytes(s)
+
+
+def _pack_header(flag: int, label: Any, id_: Any, id2: Any) -> bytes:
+    try:
+        return _HEADER.pack(flag, label, id_, id2)
+    except (struct.error, TypeError) as exc:
+        for field, value in (("id", id_), ("id2", id2)):
+            if not isinstance(value, numbers.Integral) or not 0 <= int(value) < _U64:
+                raise RecordFormatError(
+                    f"header {field}={value!r} is not an integer in [0, 2**64); "
+                    "record ids are unsigned 64-bit (im2rec stores the .lst index there)"
+                ) from exc
+        raise RecordFormatError(
+            f"header label {label!r} cannot be stored as float32: {exc}"
+        ) from exc
+
+
+def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes]:
+    """Split a record into its header and payload.
+
+    With flag > 0 the label is a read-only float32 array of ``flag`` values
+    taken from after the header, as MXNet does.
+    """
+    try:
+        fields = _unpack_from(s)
+    except struct.error:
+        raise RecordFormatError(
+            f"record of {len(s)} bytes is too short for the {HEADER_SIZE}-byte "
+            "image-record header; it was not written by pack()"
+        ) from None
+    flag = fields[0]
+    if flag == 0:
+        # tuple.__new__ skips the namedtuple's Python-level __new__: this is
+        # the per-record hot path of every reader.
+        return _new_tuple(IRHeader, fields), s[HEADER_SIZE:]  # type: ignore[return-value]
+    end = HEADER_SIZE + 4 * flag
+    if len(s) < end:
+        raise RecordFormatError(
+            f"record header says {flag:,} float32 labels follow, but the record "
+            f"holds only {len(s):,} bytes; the record is damaged or not an image record"
+        )
+    labels = np.frombuffer(s, dtype="<f4", count=flag, offset=HEADER_SIZE)
+    if labels.flags.writeable:
+        labels.flags.writeable = False
+    return IRHeader(flag, labels, fields[2], fields[3]), s[end:]  # type: ignore[return-value]

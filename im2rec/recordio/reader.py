@@ -1,0 +1,193 @@
+"""Readers over memory-mapped ``.rec`` files.
+
+A reader maps the file read-only, so any number of threads may read at once
+(no shared file position) and a forked child keeps using the parent's mapping.
+Pickling sends only the paths (and a loaded index): the copy maps the file
+again on first use, which is what ``DataLoader`` workers under ``spawn`` need.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import Im2RecError, MissingFileError, RecordFormatError
+from .framing import iter_heads, read_record
+from .index import RecordIndex, load_index
+
+__all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
+
+
+def _map(path: Path) -> tuple[mmap.mmap | bytes, int]:
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # mmap refuses empty files; an empty .rec is valid and holds nothing.
+            return (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""), size
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: record file not found") from None
+    except IsADirectoryError:
+        raise Im2RecError(f"{path}: is a directory, not a .rec file") from None
+
+
+class RecordReader:
+    """Sequential and by-offset access to the records of one ``.rec`` file."""
+
+    def __init__(self, path: str | os.PathLike[str] | bytes):
+        self.path = Path(os.fsdecode(path))
+        self.name = str(self.path)
+        self._lock = threading.Lock()
+        self._buf: mmap.mmap | bytes | None = None
+        self._view: memoryview | None = None
+        self._size = 0
+        self._ensure_open()
+
+    def _ensure_open(self) -> mmap.mmap | bytes:
+        with self._lock:
+            if self._buf is None:
+                self._buf, self._size = _map(self.path)
+                self._view = memoryview(self._buf)
+            return self._buf
+
+    @property
+    def size(self) -> int:
+        """File size in bytes."""
+        self._ensure_open()
+        return self._size
+
+    def read_at(self, offset: int, *, copy: bool = True) -> bytes:
+        """The record whose first header is at byte ``offset``.
+
+        With ``copy=False`` a whole (unsplit) record comes back as a
+        ``memoryview`` into the mapping: no copy, valid while the reader is.
+        """
+        buf = self._buf if self._buf is not None else self._ensure_open()
+        if not copy:
+            buf = self._view  # type: ignore[assignment]
+        return read_record(buf, offset, self._size, self.name)[0]
+
+    def read_next(self, offset: int) -> tuple[bytes | None, int]:
+        """``(record, next_offset)`` for the record at ``offset``, or
+        ``(None, offset)`` at the end of the file."""
+        buf = self._buf if self._buf is not None else self._ensure_open()
+        if offset >= self._size:
+            return None, offset
+        return read_record(buf, offset, self._size, self.name)
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Every record, in file order."""
+        buf = self._ensure_open()
+        pos, end = 0, self._size
+        while pos < end:
+            data, pos = read_record(buf, pos, end, self.name)
+            yield data
+
+    def heads(self) -> Iterator[tuple[int, int]]:
+        """``(offset, next_offset)`` of every record, reading only headers."""
+        return iter_heads(self._ensure_open(), self._size, self.name)
+
+    def close(self) -> None:
+        with self._lock:
+            buf, view = self._buf, self._view
+            self._buf = self._view = None
+        if view is not None:
+            view.release()
+        if isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:
+                pass  # zero-copy views are still alive; the mapping goes with them
+
+    def __enter__(self) -> RecordReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_lock=None, _buf=None, _view=None, _size=0)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+def build_index(reader: RecordReader) -> RecordIndex:
+    """Index a ``.rec`` by walking its headers: keys 0..N-1, like rec2idx.py."""
+    offsets = np.fromiter((head for head, _ in reader.heads()), dtype=np.int64)
+    return RecordIndex(np.arange(len(offsets), dtype=np.int64), offsets, f"{reader.name} (scanned)")
+
+
+class IndexedRecordReader(RecordReader):
+    """Random access to a ``.rec`` through its ``.idx``.
+
+    ``reader[i]`` is the i-th record in index order, ``reader.read_key(k)``
+    the record stored under key ``k``. Without an ``.idx``,
+    ``missing_index="scan"`` walks the file once to index it in memory
+    (keys 0..N-1); the default raises :class:`MissingFileError`.
+    """
+
+    def __init__(
+        self,
+        rec: str | os.PathLike[str] | bytes,
+        idx: str | os.PathLike[str] | bytes | None = None,
+        *,
+        key_type: Callable[[str], Any] = int,
+        missing_index: Literal["error", "scan"] = "error",
+    ):
+        super().__init__(rec)
+        self.index_path = self.path.with_suffix(".idx") if idx is None else Path(os.fsdecode(idx))
+        if missing_index == "scan" and not self.index_path.exists():
+            self.index = build_index(self)
+        else:
+            try:
+                self.index = load_index(self.index_path, key_type)
+            except MissingFileError:
+                raise MissingFileError(
+                    f"{self.index_path}: index not found for {self.name}; rebuild it "
+                    "(build_index(RecordReader(rec)).save(idx)), or pass "
+                    "missing_index='scan' to index in memory"
+                ) from None
+            self.index.check_within(self._size, self.name)
+        self._offsets = self.index.offsets
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def keys(self) -> list[Any]:
+        """Keys in ``.idx`` order."""
+        return self.index.key_list()
+
+    def __getitem__(self, position: int) -> bytes:
+        return self._read_checked(int(self._offsets[position]), position, True)
+
+    def read_key(self, key: Any, *, copy: bool = True) -> bytes:
+        """The record stored under ``key`` (``KeyError`` if there is none)."""
+        return self._read_checked(self.index.offset_of(key), key, copy, by_key=True)
+
+    def _read_checked(self, offset: int, where: Any, copy: bool, by_key: bool = False) -> bytes:
+        try:
+            return self.read_at(offset, copy=copy)
+        except RecordFormatError as exc:
+            what = f"key {where!r}" if by_key else f"entry {where}"
+            raise type(exc)(f"{exc} [{self.index.name}: {what}]") from None
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Every indexed record, in ``.idx`` order."""
+        for position in range(len(self._offsets)):
+            yield self[position]
