@@ -1,0 +1,67 @@
+"""The ``rec`` command line: a thin Click layer over the library.
+
+Exit codes (documented in the README): 0 success; 1 a run-time failure (an
+:class:`~im2rec.errors.Im2RecError`, printed as one ``Error: ...`` line);
+2 a usage mistake (Click); 130 interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from .. import __version__
+from ..errors import Im2RecError
+
+__all__ = ["handle_errors", "main", "version_text"]
+
+EXIT_INTERRUPTED = 130
+
+
+def version_text() -> str:
+    from ..imaging import backend_info
+
+    info = backend_info()
+    turbo = info["libjpeg_turbo"]
+    jpeg = f"libjpeg-turbo {turbo}" if turbo else "libjpeg (not turbo)"
+    py = ".".join(map(str, sys.version_info[:3]))
+    return f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; Python {py}"
+
+
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn library errors into one clean ``Error:`` line and exit code 1."""
+    try:
+        yield
+    except Im2RecError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        click.echo("Interrupted; partial outputs were removed.", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and the imaging backend, then exit.",
+)
+def main() -> None:
+    """Work with MXNet RecordIO (.lst/.rec/.idx) image datasets, without MXNet.
+
+    \b
+    Examples:
+      rec --version
+    """
