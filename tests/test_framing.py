@@ -1,0 +1,150 @@
+"""Framing: the record layout on disk (spec §1, checklist 1-11)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from im2rec.errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
+from im2rec.recordio import MAX_RECORD_SIZE, frame, read_record
+from im2rec.recordio.framing import MAGIC_BYTES, iter_heads
+
+M = MAGIC_BYTES
+
+
+def h(hexwords: str) -> bytes:
+    return bytes.fromhex(hexwords.replace("M", "0a23d7ce").replace(" ", ""))
+
+
+# The golden table of spec §1.2, produced by MXRecordIO.write.
+GOLDEN_FRAMES = [
+    (b"", "M 00000000"),
+    (b"a", "M 01000000 61000000"),
+    (b"abcd", "M 04000000 61626364"),
+    (b"abcde", "M 05000000 61626364 65000000"),
+    (M, "M 00000020 M 00000060"),
+    (b"abcd" + M + b"xy", "M 04000020 61626364 M 02000060 78790000"),
+    (b"ab" + M + b"xy", "M 08000000 61620a23 d7ce7879"),
+    (b"abcd" + M, "M 04000020 61626364 M 00000060"),
+    (M + M, "M 00000020 M 00000040 M 00000060"),
+    (
+        b"1234" + M + b"5678" + M + b"9",
+        "M 04000020 31323334 M 04000040 35363738 M 01000060 39000000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "expected"), GOLDEN_FRAMES, ids=[e for _, e in GOLDEN_FRAMES])
+def test_frame_matches_mxnet_bytes(record: bytes, expected: str) -> None:
+    assert frame(record) == h(expected)
+    assert read_record(h(expected), 0, len(h(expected)), "t.rec") == (record, len(h(expected)))
+
+
+def test_magic_bytes_on_disk() -> None:
+    assert frame(b"")[:4] == b"\x0a\x23\xd7\xce"
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_frame_accepts_bytes_like(kind: type) -> None:
+    data = b"abcd" + M + b"xy"
+    assert frame(kind(data)) == frame(data)
+
+
+payloads = st.lists(
+    st.one_of(st.binary(max_size=9), st.just(M), st.just(b"\x0a\x23"), st.just(b"\xd7\xce")),
+    max_size=12,
+).map(b"".join)
+
+
+@given(payloads)
+def test_round_trip_and_size(record: bytes) -> None:
+    framed = frame(record)
+    aligned_magics = sum(1 for i in range(0, len(record) - 3, 4) if record[i : i + 4] == M)
+    # checklist 2 and 4: 8 + 4k + ceil4(N) bytes
+    assert len(framed) == 8 + 4 * aligned_magics + (len(record) + 3) // 4 * 4
+    assert read_record(framed, 0, len(framed), "t.rec") == (record, len(framed))
+    assert list(iter_heads(framed, len(framed), "t.rec")) == [(0, len(framed))]
+
+
+@given(st.lists(payloads, max_size=8))
+def test_concatenated_records_read_back_in_order(records: list[bytes]) -> None:
+    blob = b"".join(frame(r) for r in records)
+    pos, out = 0, []
+    while pos < len(blob):
+        data, pos = read_record(blob, pos, len(blob), "t.rec")
+        out.append(data)
+    assert out == records
+
+
+def test_zero_copy_view_of_whole_record() -> None:
+    framed = frame(b"hello")
+    view, nxt = read_record(memoryview(framed), 0, len(framed), "t.rec")
+    assert isinstance(view, memoryview) and bytes(view) == b"hello" and nxt == 16
+
+
+def test_record_size_limit() -> None:
+    class FakeBig(bytes):
+        def __len__(self) -> int:
+            return MAX_RECORD_SIZE
+
+    with pytest.raises(RecordTooLargeError, match=r"536,870,912 bytes is too large"):
+        frame(FakeBig())
+
+
+def test_largest_record_is_accepted() -> None:
+    data = bytes(MAX_RECORD_SIZE - 1)
+    framed = frame(data)
+    assert len(framed) == 536_870_920  # spec §1.1
+    del framed
+
+
+@pytest.mark.parametrize(
+    ("blob", "cut", "where"),
+    [
+        (frame(b"abcdefgh"), 5, "inside a record header at byte 0"),
+        (frame(b"abcdefgh"), 12, "inside a 8-byte payload at byte 0"),
+        (frame(b"abcde"), 15, "inside a 5-byte payload at byte 0"),  # only padding missing
+        (frame(b"abcd" + M + b"xy"), 16, "split record that starts at byte 0"),
+        (frame(b"abcd" + M + b"xy"), 20, "inside a 2-byte payload at byte 12"),
+    ],
+    ids=["header", "payload", "padding", "after-part-1", "last-part"],
+)
+def test_truncated_records_raise_with_offset(blob: bytes, cut: int, where: str) -> None:
+    with pytest.raises(TruncatedRecordError, match=where) as info:
+        read_record(blob[:cut], 0, cut, "train.rec")
+    assert str(info.value).startswith("train.rec: truncated")
+    assert f"(the file has {cut:,} bytes)" in str(info.value)
+
+
+def test_non_magic_word_at_a_boundary() -> None:
+    blob = frame(b"abcd") + b"\xde\xad\xbe\xef" + frame(b"x")[4:]
+    _, nxt = read_record(blob, 0, len(blob), "a.rec")
+    with pytest.raises(
+        RecordFormatError, match=r"a.rec: no record starts at byte 12 \(found 0xEFBEADDE"
+    ):
+        read_record(blob, nxt, len(blob), "a.rec")
+
+
+def test_reading_from_a_continuation_part_is_refused() -> None:
+    blob = frame(b"abcd" + M + b"xy")
+    with pytest.raises(RecordFormatError, match="byte 12 is not the start of a record .*part 3"):
+        read_record(blob, 12, len(blob), "a.rec")
+
+
+def test_split_record_interrupted_by_a_new_record() -> None:
+    first = frame(b"abcd" + M + b"xy")
+    blob = first[:12] + frame(b"zz")  # part 1, then a whole record where part 3 belongs
+    with pytest.raises(
+        RecordFormatError, match="split record that starts at byte 0 is not finished"
+    ):
+        read_record(blob, 0, len(blob), "a.rec")
+
+
+def test_iter_heads_reports_damage() -> None:
+    good = frame(b"abc") + frame(b"abcd" + M + b"xy")
+    assert list(iter_heads(good, len(good), "a.rec")) == [(0, 12), (12, 36)]
+    with pytest.raises(TruncatedRecordError, match="byte 24"):
+        list(iter_heads(good[:24], 24, "a.rec"))
+    with pytest.raises(RecordFormatError, match="byte 0 holds part 3"):
+        list(iter_heads(good[24:], 12, "a.rec"))

@@ -1,0 +1,181 @@
+"""Readers: sequential, by offset, by key; thread-, fork- and pickle-safety."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from pathlib import Path
+
+import pytest
+
+from im2rec.errors import Im2RecError, IndexFormatError, MissingFileError, RecordFormatError
+from im2rec.recordio import (
+    IndexedRecordReader,
+    IndexedRecordWriter,
+    RecordReader,
+    build_index,
+    frame,
+)
+from im2rec.recordio.framing import MAGIC_BYTES
+
+RECORDS = [b"", b"a", b"abcd" + MAGIC_BYTES + b"xy", bytes(range(256)), b"z" * 1001]
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Path:
+    keys = [7, 3, 9, 0, 5]
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for key, data in zip(keys, RECORDS, strict=True):
+            w.write_key(key, data)
+    return tmp_path / "d.rec"
+
+
+def test_sequential_iteration(rec: Path) -> None:
+    with RecordReader(rec) as reader:
+        assert list(reader) == RECORDS
+        assert reader.size == rec.stat().st_size
+
+
+def test_read_next_walks_and_ends(rec: Path) -> None:
+    reader = RecordReader(rec)
+    pos, out = 0, []
+    while True:
+        data, pos = reader.read_next(pos)
+        if data is None:
+            break
+        out.append(data)
+    assert out == RECORDS and pos == reader.size
+
+
+def test_empty_file_is_an_empty_record_file(tmp_path: Path) -> None:
+    (tmp_path / "e.rec").write_bytes(b"")
+    assert list(RecordReader(tmp_path / "e.rec")) == []
+
+
+def test_random_access(rec: Path) -> None:
+    reader = IndexedRecordReader(rec)
+    assert len(reader) == 5 and reader.keys == [7, 3, 9, 0, 5]
+    assert reader.read_key(9) == RECORDS[2]
+    assert reader[4] == RECORDS[4] and reader[-1] == RECORDS[4]
+    assert list(reader) == RECORDS
+    assert reader.read_at(int(reader.index.offsets[1])) == RECORDS[1]
+    with pytest.raises(KeyError):
+        reader.read_key(1)
+
+
+def test_zero_copy(rec: Path) -> None:
+    reader = IndexedRecordReader(rec)
+    view = reader.read_key(5, copy=False)
+    assert isinstance(view, memoryview) and bytes(view) == RECORDS[4]
+    # a split record must be joined, so it comes back as bytes
+    assert reader.read_key(9, copy=False) == RECORDS[2]
+    del view
+    reader.close()
+
+
+def test_close_with_live_views_does_not_crash(rec: Path) -> None:
+    reader = RecordReader(rec)
+    view = reader.read_at(0, copy=False)
+    reader.close()
+    assert bytes(view) == b""
+
+
+def test_threads_share_one_reader(rec: Path) -> None:
+    reader = IndexedRecordReader(rec)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(300):
+                assert list(reader) == RECORDS
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_pickled_reader_reopens_lazily(rec: Path) -> None:
+    reader = IndexedRecordReader(rec)
+    state = pickle.dumps(reader)
+    assert len(state) < 4096  # paths and the index, not the file
+    copy = pickle.loads(state)
+    assert copy._buf is None  # nothing opened until first use
+    assert copy.read_key(0) == RECORDS[3] and list(copy) == RECORDS
+    assert reader.read_key(0) == RECORDS[3]  # the original still works
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_reads(rec: Path) -> None:
+    reader = IndexedRecordReader(rec)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write_end, b"ok" if list(reader) == RECORDS else b"bad")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read_end, 16) == b"ok"
+    assert reader.read_key(7) == RECORDS[0]
+
+
+def test_missing_rec(tmp_path: Path) -> None:
+    with pytest.raises(MissingFileError, match="nope.rec: record file not found"):
+        RecordReader(tmp_path / "nope.rec")
+
+
+def test_directory_instead_of_rec(tmp_path: Path) -> None:
+    with pytest.raises(Im2RecError, match="is a directory"):
+        RecordReader(tmp_path)
+
+
+def test_missing_idx_errors_or_scans(rec: Path) -> None:
+    rec.with_suffix(".idx").unlink()
+    with pytest.raises(MissingFileError, match=r"d.idx: index not found for .*d.rec; rebuild it"):
+        IndexedRecordReader(rec)
+    reader = IndexedRecordReader(rec, missing_index="scan")
+    assert reader.keys == [0, 1, 2, 3, 4] and list(reader) == RECORDS
+
+
+def test_build_index_matches_written_offsets(rec: Path, tmp_path: Path) -> None:
+    written = IndexedRecordReader(rec).index.offsets.tolist()
+    index = build_index(RecordReader(rec))
+    assert index.offsets.tolist() == written and index.key_list() == [0, 1, 2, 3, 4]
+    index.save(tmp_path / "rebuilt.idx")  # keys 0..N-1, like rec2idx.py
+    assert (tmp_path / "rebuilt.idx").read_text() == "".join(
+        f"{i}\t{o}\n" for i, o in enumerate(written)
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.idx", "d.rec", "rebuilt.idx"]
+
+
+def test_idx_past_end_of_rec(rec: Path, tmp_path: Path) -> None:
+    (tmp_path / "short.rec").write_bytes(rec.read_bytes()[:40])
+    with pytest.raises(IndexFormatError, match="past the end of .*short.rec"):
+        IndexedRecordReader(tmp_path / "short.rec", rec.with_suffix(".idx"))
+
+
+def test_stale_idx_entry_names_key_and_offset(rec: Path) -> None:
+    rec.with_suffix(".idx").write_text("7\t0\n3\t4\n")
+    reader = IndexedRecordReader(rec)
+    with pytest.raises(RecordFormatError, match=r"no record starts at byte 4 .*d.idx: key 3\]"):
+        reader.read_key(3)
+    with pytest.raises(RecordFormatError, match=r"d.idx: entry 1\]"):
+        reader[1]
+
+
+def test_truncated_rec_while_iterating(rec: Path, tmp_path: Path) -> None:
+    data = rec.read_bytes()
+    (tmp_path / "cut.rec").write_bytes(data[:-3])
+    reader = RecordReader(tmp_path / "cut.rec")
+    with pytest.raises(
+        RecordFormatError, match=f"truncated .* \\(the file has {len(data) - 3:,} bytes\\)"
+    ):
+        list(reader)
+
+
+def test_frames_are_what_the_writer_wrote(rec: Path) -> None:
+    assert rec.read_bytes() == b"".join(frame(r) for r in RECORDS)

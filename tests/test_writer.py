@@ -1,0 +1,119 @@
+"""Writers: atomic finish, indexes, and refusing what would corrupt output."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from im2rec.errors import DuplicateKeyError, ModeError
+from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordWriter, frame
+
+
+def test_writes_appear_only_when_closed(tmp_path: Path) -> None:
+    target = tmp_path / "a.rec"
+    with RecordWriter(target) as w:
+        assert w.write(b"one") == 0
+        assert w.write(b"two!") == 12
+        assert w.tell() == 24
+        assert not target.exists()  # still under a temporary name
+    assert target.read_bytes() == frame(b"one") + frame(b"two!")
+    assert os.listdir(tmp_path) == ["a.rec"]
+
+
+def test_exception_leaves_no_output_and_no_temp(tmp_path: Path) -> None:
+    (tmp_path / "a.rec").write_bytes(b"previous run")
+    with pytest.raises(RuntimeError), IndexedRecordWriter(tmp_path / "a.rec") as w:
+        w.write_key(0, b"x")
+        raise RuntimeError("boom")
+    assert sorted(os.listdir(tmp_path)) == ["a.rec"]
+    assert (tmp_path / "a.rec").read_bytes() == b"previous run"  # old output untouched
+
+
+def test_keyboard_interrupt_cleans_up(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), RecordWriter(tmp_path / "a.rec") as w:
+        w.write(b"x")
+        raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == []
+
+
+def test_unclosed_atomic_writer_is_discarded_on_collection(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path / "a.rec")
+    w.write(b"x")
+    del w
+    assert os.listdir(tmp_path) == []
+
+
+def test_in_place_writer_keeps_data_when_collected(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path / "a.rec", atomic=False)
+    w.write(b"x")
+    del w
+    assert (tmp_path / "a.rec").read_bytes() == frame(b"x")
+
+
+def test_indexed_writer_writes_mxnet_style_idx(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for key in range(3):
+            w.write_key(key, b"abcd")
+        assert w.index_path == tmp_path / "d.idx"
+    assert (tmp_path / "d.idx").read_text() == "0\t0\n1\t12\n2\t24\n"  # checklist 15
+    reader = IndexedRecordReader(tmp_path / "d.rec")
+    assert [reader.read_key(k) for k in range(3)] == [b"abcd"] * 3
+
+
+def test_key_type_and_custom_idx_path(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "d.rec", tmp_path / "keys.txt", key_type=str) as w:
+        w.write_key(5, b"x")
+    assert (tmp_path / "keys.txt").read_text() == "5\t0\n"
+
+
+def test_duplicate_key_refused_before_writing(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        w.write_key(1, b"x")
+        with pytest.raises(DuplicateKeyError, match="key 1 was already written"):
+            w.write_key(1, b"y")
+        assert w.tell() == 12
+    assert (tmp_path / "d.idx").read_text() == "1\t0\n"
+
+
+def test_writer_refuses_pickling(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path / "a.rec")
+    w.write(b"data")
+    with pytest.raises(TypeError, match="writers cannot be pickled"):
+        pickle.dumps(w)
+    w.close()
+    assert (tmp_path / "a.rec").read_bytes() == frame(b"data")  # nothing truncated
+
+
+def test_write_after_close(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path / "a.rec")
+    w.close()
+    with pytest.raises(ModeError, match="the writer is closed"):
+        w.write(b"x")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_cannot_write(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path / "a.rec")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            w.write(b"x")
+            os.write(write_end, b"wrote")
+        except ModeError as exc:
+            os.write(write_end, str(exc).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    message = os.read(read_end, 4096).decode()
+    assert "opened in process" in message and "interleave" in message
+    w.write(b"parent")
+    w.close()
+    assert (tmp_path / "a.rec").read_bytes() == frame(b"parent")
+
+
+def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        RecordWriter(tmp_path / "no" / "such" / "a.rec")
