@@ -24,6 +24,15 @@ def test_repr_matches_mxnet() -> None:
     assert repr(IRHeader(0, 1.0, 2, 3)) == "HEADER(flag=0, label=1.0, id=2, id2=3)"
 
 
+def test_headers_pickle() -> None:
+    import pickle
+
+    header = unpack(pack((0, [1.5, 2], 3, 4), b""))[0]
+    copy = pickle.loads(pickle.dumps(header))
+    assert isinstance(copy, IRHeader) and copy.id == 3 and copy.label.tolist() == [1.5, 2.0]
+    assert pickle.loads(pickle.dumps(IRHeader(0, 1.0, 2, 3))) == IRHeader(0, 1.0, 2, 3)
+
+
 def test_array_label_layout() -> None:
     packed = pack((0, [1, 2, 3], 1, 0), b"s")
     assert packed[:4] == struct.pack("<I", 3)

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from im2rec.errors import Im2RecError, IndexFormatError, MissingFileError, RecordFormatError
 from im2rec.recordio import (
@@ -179,3 +181,26 @@ def test_truncated_rec_while_iterating(rec: Path, tmp_path: Path) -> None:
 
 def test_frames_are_what_the_writer_wrote(rec: Path) -> None:
     assert rec.read_bytes() == b"".join(frame(r) for r in RECORDS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**63 - 1),
+            st.lists(st.one_of(st.binary(max_size=7), st.just(MAGIC_BYTES)), max_size=6).map(b"".join),
+        ),
+        max_size=30,
+        unique_by=lambda kv: kv[0],
+    )
+)
+def test_files_round_trip(tmp_path_factory: pytest.TempPathFactory, items: list[tuple[int, bytes]]) -> None:
+    path = tmp_path_factory.mktemp("rt") / "rt.rec"
+    with IndexedRecordWriter(path) as w:
+        offsets = [w.write_key(k, data) for k, data in items]
+    reader = IndexedRecordReader(path)
+    assert reader.keys == [k for k, _ in items]
+    assert reader.index.offsets.tolist() == offsets
+    assert list(reader) == [data for _, data in items] == list(RecordReader(path))
+    for k, data in items:
+        assert reader.read_key(k) == data

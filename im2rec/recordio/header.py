@@ -44,9 +44,11 @@ class IRHeader(NamedTuple):
     id2: int
 
 
-# MXNet's namedtuple was called HEADER; keep its repr so printed headers match.
+# MXNet's namedtuple was called HEADER; keep its repr so printed headers match,
+# and the module-level alias lets pickle find the class under that name.
 IRHeader.__name__ = "HEADER"
 IRHeader.__qualname__ = "HEADER"
+HEADER = IRHeader
 
 
 def pack(header: IRHeader | tuple[Any, Any, Any, Any], s: bytes | bytearray | memoryview) -> bytes:
