@@ -188,13 +188,17 @@ def test_frames_are_what_the_writer_wrote(rec: Path) -> None:
     st.lists(
         st.tuples(
             st.integers(0, 2**63 - 1),
-            st.lists(st.one_of(st.binary(max_size=7), st.just(MAGIC_BYTES)), max_size=6).map(b"".join),
+            st.lists(st.one_of(st.binary(max_size=7), st.just(MAGIC_BYTES)), max_size=6).map(
+                b"".join
+            ),
         ),
         max_size=30,
         unique_by=lambda kv: kv[0],
     )
 )
-def test_files_round_trip(tmp_path_factory: pytest.TempPathFactory, items: list[tuple[int, bytes]]) -> None:
+def test_files_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, items: list[tuple[int, bytes]]
+) -> None:
     path = tmp_path_factory.mktemp("rt") / "rt.rec"
     with IndexedRecordWriter(path) as w:
         offsets = [w.write_key(k, data) for k, data in items]
