@@ -70,8 +70,8 @@ def frame(data: bytes | bytearray | memoryview) -> bytes:
     hit = data.find(MAGIC_BYTES)
     while hit != -1 and hit & 3:
         hit = data.find(MAGIC_BYTES, hit + 1)
-    if hit == -1:
-        return b"".join((_head(CFLAG_WHOLE, n), data, _PADS[n & 3]))
+    if hit == -1:  # the common case: one whole record
+        return b"".join((_HEAD.pack(MAGIC, n), data, _PADS[n & 3]))
     return _frame_split(data, hit)
 
 

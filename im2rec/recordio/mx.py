@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -223,11 +223,11 @@ class MXIndexedRecordIO(MXRecordIO):
         """Append ``buf`` under key ``idx`` and record it in the ``.idx``."""
         if isinstance(buf, str):
             raise TypeError("write_idx() takes bytes, not str; encode the text first")
-        writer = self._live_writer()
-        assert isinstance(writer, IndexedRecordWriter)
+        writer = self._writer if self._writer is not None else self._live_writer()
         key = self.key_type(idx)
-        self.idx[key] = writer.write_key(key, buf)
-        self.keys.append(key)
+        # Per-record path: the write-mode dict and list exist since open().
+        self._idx[key] = cast(IndexedRecordWriter, writer).write_key(key, buf)  # type: ignore[index]
+        self._keys.append(key)  # type: ignore[union-attr]
 
 
 def pack_img(

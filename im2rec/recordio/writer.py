@@ -17,11 +17,22 @@ from typing import IO, Any
 
 from ..errors import DuplicateKeyError, ModeError
 from .framing import frame
-from .index import format_index_line
 
 __all__ = ["IndexedRecordWriter", "RecordWriter", "default_index_path"]
 
 _BUFFER = 1 << 20
+
+# Bumped in every forked child, so a writer can tell it was inherited without
+# a getpid() system call per record.
+_forks = [0]
+
+
+def _count_fork() -> None:
+    _forks[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 def default_index_path(rec: str | os.PathLike[str]) -> Path:
@@ -74,8 +85,10 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, atomic: bool = True):
         self._out = _Output(path, atomic)
+        self._sink: Callable[[bytes], object] | None = self._out.file.write
         self._pos = 0
         self._pid = os.getpid()
+        self._generation = _forks[0]
 
     @property
     def path(self) -> Path:
@@ -87,11 +100,12 @@ class RecordWriter:
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append one record; return the byte offset where it starts."""
-        if self._pid != os.getpid() or self._out.file.closed:
+        sink = self._sink
+        if sink is None or self._generation != _forks[0]:
             raise self._unusable()
         framed = frame(data)
         pos = self._pos
-        self._out.file.write(framed)
+        sink(framed)
         self._pos = pos + len(framed)
         return pos
 
@@ -104,16 +118,18 @@ class RecordWriter:
 
     def close(self) -> None:
         """Flush and, for an atomic writer, move the file(s) into place."""
+        self._sink = None
         for out in self._outputs():
             out.finish()
 
     def abort(self) -> None:
         """Stop writing; an atomic writer removes its temporary file(s)."""
+        self._sink = None
         for out in self._outputs():
             out.discard()
 
     def _unusable(self) -> ModeError:
-        if self._out.file.closed:
+        if self._sink is None:
             return ModeError(f"{self.path}: the writer is closed")
         return ModeError(
             f"{self.path}: this writer was opened in process {self._pid}; writing "
@@ -142,7 +158,7 @@ class RecordWriter:
         )
 
     def __del__(self) -> None:
-        if getattr(self, "_pid", None) == os.getpid():
+        if getattr(self, "_generation", None) == _forks[0]:
             for out in self._outputs():
                 out.release()
 
@@ -169,6 +185,7 @@ class IndexedRecordWriter(RecordWriter):
         except BaseException:
             self._out.discard()
             raise
+        self._idx_sink = self._idx.file.write
         self.key_type = key_type
         self._keys: set[Any] = set()
 
@@ -185,7 +202,7 @@ class IndexedRecordWriter(RecordWriter):
             )
         pos = self.write(data)
         self._keys.add(key)
-        self._idx.file.write(format_index_line(key, pos))
+        self._idx_sink(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
         return pos
 
     def _outputs(self) -> list[_Output]:
