@@ -114,6 +114,33 @@ def test_forked_child_cannot_write(tmp_path: Path) -> None:
     assert (tmp_path / "a.rec").read_bytes() == frame(b"parent")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("atomic", [True, False])
+def test_child_dropping_an_inherited_writer_writes_nothing(tmp_path: Path, atomic: bool) -> None:
+    import gc
+
+    w = IndexedRecordWriter(tmp_path / "a.rec", atomic=atomic)
+    w.write_key(0, b"pending in the parent's buffer")
+    pid = os.fork()
+    if pid == 0:
+        del w
+        gc.collect()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    w.close()
+    assert (tmp_path / "a.rec").read_bytes() == frame(b"pending in the parent's buffer")
+    assert (tmp_path / "a.idx").read_text() == "0\t0\n"
+
+
+def test_large_output_is_flushed_in_chunks(tmp_path: Path) -> None:
+    with RecordWriter(tmp_path / "big.rec") as w:
+        for _ in range(40):
+            w.write(b"x" * 100_000)
+        tmp = tmp_path / f".big.rec.{os.getpid()}.tmp"
+        assert tmp.stat().st_size >= 3_000_000  # flushed as it goes, not held in memory
+    assert (tmp_path / "big.rec").stat().st_size == 40 * (8 + 100_000)
+
+
 def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         RecordWriter(tmp_path / "no" / "such" / "a.rec")

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from ..errors import DuplicateKeyError, ModeError
 from .framing import frame
@@ -41,28 +41,51 @@ def default_index_path(rec: str | os.PathLike[str]) -> Path:
 
 
 class _Output:
-    """One output file, written in place or through a temporary name."""
+    """One output file, written in place or through a temporary name.
+
+    Buffers in a plain list and writes with ``os.write``: unlike a Python file
+    object, nothing here flushes on garbage collection, so a copy inherited by
+    a forked child can never write the parent's pending bytes a second time.
+    """
 
     def __init__(self, path: str | os.PathLike[str], atomic: bool, text: bool = False):
         self.path = Path(os.fsdecode(path))
         self.atomic = atomic
+        self.text = text
         self.tmp = (
             self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp") if atomic else self.path
         )
-        mode = "w" if text else "wb"
-        kwargs: dict[str, Any] = {"encoding": "utf-8", "newline": "\n"} if text else {}
-        self.file: IO[Any] = open(self.tmp, mode, buffering=_BUFFER, **kwargs)  # noqa: SIM115
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        self.fd: int | None = os.open(self.tmp, flags, 0o666)
+        self.pending: list[Any] = []  # bytes, or str lines for a text output
+
+    @property
+    def closed(self) -> bool:
+        return self.fd is None
+
+    def flush(self) -> None:
+        if not self.pending or self.fd is None:
+            return
+        joined = "".join(self.pending).encode() if self.text else b"".join(self.pending)
+        self.pending.clear()
+        view = memoryview(joined)
+        while view:
+            view = view[os.write(self.fd, view) :]
 
     def finish(self) -> None:
-        if self.file.closed:
+        if self.fd is None:
             return
-        self.file.close()
+        self.flush()
+        os.close(self.fd)
+        self.fd = None
         if self.atomic:
             os.replace(self.tmp, self.path)
 
     def discard(self) -> None:
-        if not self.file.closed:
-            self.file.close()
+        self.pending.clear()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
         if self.atomic:
             try:
                 os.unlink(self.tmp)
@@ -72,7 +95,7 @@ class _Output:
     def release(self) -> None:
         """Garbage-collected while open: an atomic output never finished, so
         drop it; in place (MXNet's way) keep what was written."""
-        if not self.file.closed:
+        if self.fd is not None:
             self.discard() if self.atomic else self.finish()
 
 
@@ -85,8 +108,9 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, atomic: bool = True):
         self._out = _Output(path, atomic)
-        self._sink: Callable[[bytes], object] | None = self._out.file.write
+        self._append: Callable[[bytes], object] | None = self._out.pending.append
         self._pos = 0
+        self._flushed = 0
         self._pid = os.getpid()
         self._generation = _forks[0]
 
@@ -96,18 +120,26 @@ class RecordWriter:
 
     @property
     def closed(self) -> bool:
-        return self._out.file.closed
+        return self._append is None
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append one record; return the byte offset where it starts."""
-        sink = self._sink
-        if sink is None or self._generation != _forks[0]:
+        append = self._append
+        if append is None or self._generation != _forks[0]:
             raise self._unusable()
         framed = frame(data)
         pos = self._pos
-        sink(framed)
-        self._pos = pos + len(framed)
+        append(framed)
+        self._pos = end = pos + len(framed)
+        if end - self._flushed >= _BUFFER:
+            self.flush()
         return pos
+
+    def flush(self) -> None:
+        """Write buffered records to the (temporary) file."""
+        for out in self._outputs():
+            out.flush()
+        self._flushed = self._pos
 
     def tell(self) -> int:
         """Offset at which the next record will start."""
@@ -118,18 +150,18 @@ class RecordWriter:
 
     def close(self) -> None:
         """Flush and, for an atomic writer, move the file(s) into place."""
-        self._sink = None
+        self._append = None
         for out in self._outputs():
             out.finish()
 
     def abort(self) -> None:
         """Stop writing; an atomic writer removes its temporary file(s)."""
-        self._sink = None
+        self._append = None
         for out in self._outputs():
             out.discard()
 
     def _unusable(self) -> ModeError:
-        if self._sink is None:
+        if self._append is None:
             return ModeError(f"{self.path}: the writer is closed")
         return ModeError(
             f"{self.path}: this writer was opened in process {self._pid}; writing "
@@ -185,7 +217,7 @@ class IndexedRecordWriter(RecordWriter):
         except BaseException:
             self._out.discard()
             raise
-        self._idx_sink = self._idx.file.write
+        self._idx_append = self._idx.pending.append
         self.key_type = key_type
         self._keys: set[Any] = set()
 
@@ -202,7 +234,7 @@ class IndexedRecordWriter(RecordWriter):
             )
         pos = self.write(data)
         self._keys.add(key)
-        self._idx_sink(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
+        self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
         return pos
 
     def _outputs(self) -> list[_Output]:
