@@ -16,12 +16,16 @@ the same mistake, so code written against ``mx.recordio`` that catches
     │   └── DuplicateKeyError               the same key twice in one index
     ├── MissingFileError (FileNotFoundError)
     ├── ModeError (AssertionError)          read on a writer, write on a reader, use after close
-    └── ImageCodecError (ValueError)        an image could not be encoded or decoded
+    ├── ImageCodecError (ValueError)        an image could not be encoded or decoded
+    ├── ConfigError (ValueError)            option values that do not fit together (CLI: exit 2)
+    └── DatasetError                        an input folder or list cannot be used as it is
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ConfigError",
+    "DatasetError",
     "DuplicateKeyError",
     "ImageCodecError",
     "Im2RecError",
@@ -72,3 +76,12 @@ class ModeError(Im2RecError, AssertionError):
 
 class ImageCodecError(Im2RecError, ValueError):
     """An image could not be encoded or decoded."""
+
+
+class ConfigError(Im2RecError, ValueError):
+    """Option values that are invalid or do not fit together."""
+
+
+class DatasetError(Im2RecError):
+    """An input folder or list cannot be used as it is (no images, an
+    unreadable folder, a symlink loop, ...)."""

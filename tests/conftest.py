@@ -14,6 +14,13 @@ import pytest
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def touch(root: Path, *paths: str) -> None:
+    """Create small placeholder files (listing reads names, not pixels)."""
+    for p in paths:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_bytes(b"x")
+
+
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN
@@ -29,6 +36,26 @@ class MXNet:
 
     def __init__(self, python: str):
         self.python = python
+
+    @property
+    def im2rec_py(self) -> str:
+        """The im2rec.py that the mxnet 1.9.1 wheel ships."""
+        return str(
+            self.run(
+                "import os; result = os.path.join(os.path.dirname(mx.__file__), 'tools', 'im2rec.py')"
+            )
+        )
+
+    def im2rec(self, *args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run im2rec.py with this interpreter."""
+        return subprocess.run(
+            [self.python, self.im2rec_py, *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=600,
+            check=True,
+        )
 
     def run(self, code: str, **params: Any) -> Any:
         """Run ``code`` with ``params`` bound as globals; it sets ``result``,

@@ -8,17 +8,14 @@ Exit codes (documented in the README): 0 success; 1 a run-time failure (an
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
 
 from .. import __version__
-from ..errors import Im2RecError
+from .common import EXIT_INTERRUPTED, handle_errors
+from .list_cmd import list_command
 
-__all__ = ["handle_errors", "main", "version_text"]
-
-EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_INTERRUPTED", "handle_errors", "main", "version_text"]
 
 
 def version_text() -> str:
@@ -29,18 +26,6 @@ def version_text() -> str:
     jpeg = f"libjpeg-turbo {turbo}" if turbo else "libjpeg (not turbo)"
     py = ".".join(map(str, sys.version_info[:3]))
     return f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; Python {py}"
-
-
-@contextmanager
-def handle_errors() -> Iterator[None]:
-    """Turn library errors into one clean ``Error:`` line and exit code 1."""
-    try:
-        yield
-    except Im2RecError as exc:
-        raise click.ClickException(str(exc)) from exc
-    except KeyboardInterrupt:
-        click.echo("Interrupted; partial outputs were removed.", err=True)
-        sys.exit(EXIT_INTERRUPTED)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -63,5 +48,9 @@ def main() -> None:
 
     \b
     Examples:
+      rec list ./example --recursive      # folders -> example.lst
       rec --version
     """
+
+
+main.add_command(list_command)

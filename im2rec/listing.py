@@ -1,0 +1,441 @@
+"""Image folders to ``.lst`` files, the way ``im2rec.py --list`` makes them.
+
+Facts in spec §3.2. In short, for the same folder and options the entries
+(index, label, path) and their order equal im2rec.py's:
+
+* **Walk.** Non-recursive: the root's files, sorted by name, all label 0.
+  Recursive: ``os.walk`` top-down with folders and files sorted by code point,
+  files of a folder before its subfolders; a folder gets the next label when
+  its first image is listed (the root too), so empty folders get none and
+  nested folders get their own. A file is an image when its lower-cased
+  ``os.path.splitext`` suffix is one of the extensions and it is a regular
+  file (links followed). Index = position in this walk, before shuffling.
+* **Shuffle.** ``random.Random(100).shuffle`` of the whole list, which is
+  what ``random.seed(100); random.shuffle(...)`` does.
+* **Chunks and splits.** ``chunk_size = ceil(N / chunks)``; in each chunk
+  ``int(chunk_size * ratio)`` entries go to test, then train, the rest to
+  val; the ``.lst`` labels are written as ``%f`` like im2rec.py 1.9.1.
+
+Where im2rec.py wrote a broken list or looped forever, we stop or skip with a
+reason instead: names that a ``.lst`` line cannot carry are skipped (and
+reported), symlink loops and unreadable folders are errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .atomic import AtomicGroup
+from .errors import ConfigError, DatasetError, MissingFileError
+
+__all__ = [
+    "DEFAULT_EXTS",
+    "IM2REC_SEED",
+    "Entry",
+    "ListOptions",
+    "ListResult",
+    "Scan",
+    "class_map_text",
+    "format_lst_line",
+    "make_lists",
+    "plan_lists",
+    "printable",
+    "scan_folder",
+]
+
+DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
+IM2REC_SEED = 100  # im2rec.py: random.seed(100)
+
+#: Skip reasons, as they appear in reports and in ``--json``.
+UNSAFE_NAME = "name cannot be stored in a .lst line"
+SMALL_CLASS = "class below --min-per-class"
+
+Progress = Callable[[int, int], None]  # (folders scanned, images found)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """What ``rec list`` does; defaults reproduce ``im2rec.py --list``."""
+
+    recursive: bool = False
+    exts: tuple[str, ...] = DEFAULT_EXTS
+    chunks: int = 1
+    train_ratio: float = 1.0
+    test_ratio: float = 0.0
+    shuffle: bool = True
+    seed: int = IM2REC_SEED
+    follow_links: bool = True
+    stratify: bool = False
+    min_per_class: int = 0
+
+    def __post_init__(self) -> None:
+        if self.chunks < 1:
+            raise ConfigError(f"--chunks must be at least 1, got {self.chunks}")
+        for name, ratio in (("--train-ratio", self.train_ratio), ("--test-ratio", self.test_ratio)):
+            if not 0.0 <= ratio <= 1.0:
+                raise ConfigError(f"{name} must be between 0 and 1, got {ratio:g}")
+        if self.train_ratio + self.test_ratio > 1.0 + 1e-9:
+            raise ConfigError(
+                f"--train-ratio {self.train_ratio:g} plus --test-ratio {self.test_ratio:g} "
+                "is more than 1; the rest (if any) becomes the val list"
+            )
+        if self.min_per_class < 0:
+            raise ConfigError(f"--min-per-class must be 0 or more, got {self.min_per_class}")
+        exts = tuple(dict.fromkeys(_normalise_ext(e) for e in self.exts))
+        if not exts:
+            raise ConfigError("--exts needs at least one extension, e.g. --exts .jpg")
+        object.__setattr__(self, "exts", exts)
+
+
+def _normalise_ext(ext: str) -> str:
+    ext = ext.strip().lower()
+    return ext if ext.startswith(".") else f".{ext}"
+
+
+class Entry(NamedTuple):
+    """One ``.lst`` line: its index (which becomes the record key and header
+    id when packed), label, and path relative to the root."""
+
+    key: int
+    label: int
+    path: str
+
+
+@dataclass
+class Scan:
+    """What a folder walk found."""
+
+    root: str
+    entries: list[Entry]
+    #: label -> folder relative to the root ("." for the root itself)
+    classes: list[str]
+    #: reason -> paths (relative to the root) that were not listed
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+
+
+def scan_folder(
+    root: str | os.PathLike[str], options: ListOptions, on_progress: Progress | None = None
+) -> Scan:
+    """Walk ``root`` and return its images as im2rec.py would list them."""
+    root_s = os.fspath(root)
+    if not os.path.exists(root_s):
+        raise MissingFileError(f"{root_s}: no such folder")
+    if not os.path.isdir(root_s):
+        raise DatasetError(f"{root_s}: is a file, not a folder of images")
+    entries: list[Entry] = []
+    labels: dict[str, int] = {}
+    unsafe: list[str] = []
+    folders = 0
+    add, new = entries.append, tuple.__new__  # per-image hot loop
+    for rel_dir, names in _walk(root_s, options):
+        folders += 1
+        prefix = "" if rel_dir == "." else f"{rel_dir}{os.sep}"
+        bad_dir = bool(prefix) and (_bad_chars(rel_dir) or rel_dir[0].isspace())
+        label = -1
+        for name in names:
+            path = prefix + name
+            # Fast path: printable names without edge whitespace are safe.
+            plain = name.isprintable() and not name[-1].isspace() and (prefix or name[0] != " ")
+            if bad_dir or (not plain and _unsafe(path)):
+                unsafe.append(path)
+                continue
+            if label < 0:
+                label = labels.setdefault(rel_dir, len(labels))
+            add(new(Entry, (len(entries), label, path)))
+        if on_progress is not None:
+            on_progress(folders, len(entries))
+    scan = Scan(root_s, entries, list(labels), {UNSAFE_NAME: unsafe} if unsafe else {})
+    if options.min_per_class:
+        scan = _drop_small_classes(scan, options.min_per_class)
+    if not scan.entries:
+        raise DatasetError(_nothing_found(root_s, options, scan))
+    return scan
+
+
+def _walk(root: str, options: ListOptions) -> Iterator[tuple[str, list[str]]]:
+    """Yield ``(folder relative to root, sorted image file names)`` in
+    ``os.walk`` top-down order with sorted folders (what im2rec.py does)."""
+    exts = frozenset(options.exts)
+    # Each stack item: (absolute path, relative path, real paths of the
+    # folders above it on this walk), so a link back to any of them is a loop.
+    stack: list[tuple[str, str, tuple[str, ...]]] = [(root, ".", (os.path.realpath(root),))]
+    while stack:
+        path, rel, chain = stack.pop()
+        files, dirs = _list_folder(path, exts)
+        yield rel, files
+        if not options.recursive:
+            return
+        for entry in reversed(dirs):
+            child_rel = entry.name if rel == "." else f"{rel}{os.sep}{entry.name}"
+            if entry.is_symlink():
+                if not options.follow_links:
+                    continue
+                real = os.path.realpath(entry.path)
+                if real in chain:
+                    raise DatasetError(
+                        f"{entry.path}: symlink loop: it leads back to {real}, which "
+                        "contains it; remove the link, or pass --no-follow-links"
+                    )
+            else:
+                real = f"{chain[-1]}{os.sep}{entry.name}"
+            stack.append((entry.path, child_rel, (*chain, real)))
+
+
+def _list_folder(path: str, exts: frozenset[str]) -> tuple[list[str], list[os.DirEntry[str]]]:
+    try:
+        with os.scandir(path) as it:
+            found = list(it)
+    except OSError as exc:
+        raise DatasetError(
+            f"{path}: cannot read this folder ({exc.strerror or exc}); fix its "
+            "permissions or move it out of the tree, then run again"
+        ) from exc
+    files: list[str] = []
+    dirs: list[os.DirEntry[str]] = []
+    for entry in found:  # inlined checks: this loop runs once per file in the tree
+        try:
+            is_dir = entry.is_dir()  # follows links, as os.walk does
+        except OSError:
+            is_dir = False
+        if is_dir:
+            dirs.append(entry)
+            continue
+        # os.path.splitext(name)[1].lower() in exts, without its overhead: the
+        # suffix starts at the last dot, unless only dots come before it.
+        name = entry.name
+        dot = name.rfind(".")
+        if dot > 0 and name[dot:].lower() in exts and name[:dot].strip("."):
+            try:
+                is_file = entry.is_file()  # os.path.isfile in im2rec.py: links followed
+            except OSError:
+                is_file = False
+            if is_file:
+                files.append(name)
+    files.sort()
+    dirs.sort(key=lambda e: e.name)
+    return files, dirs
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _bad_chars(text: str) -> bool:
+    if "\t" in text or "\n" in text or "\r" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes arrive as surrogates
+        return True
+    return False
+
+
+def _unsafe(path: str) -> bool:
+    """A ``.lst`` line is TAB-separated, one per line, fields stripped, UTF-8."""
+    return _bad_chars(path) or path[0].isspace() or path[-1].isspace()
+
+
+def _drop_small_classes(scan: Scan, minimum: int) -> Scan:
+    counts = Counter(e.label for e in scan.entries)
+    keep = [label for label in range(len(scan.classes)) if counts[label] >= minimum]
+    if len(keep) == len(scan.classes):
+        return scan
+    relabel = {old: new for new, old in enumerate(keep)}
+    entries: list[Entry] = []
+    dropped: list[str] = []
+    for e in scan.entries:
+        if e.label in relabel:
+            entries.append(Entry(len(entries), relabel[e.label], e.path))
+        else:
+            dropped.append(e.path)
+    skipped = {**scan.skipped, SMALL_CLASS: dropped}
+    return Scan(scan.root, entries, [scan.classes[old] for old in keep], skipped)
+
+
+def _nothing_found(root: str, options: ListOptions, scan: Scan) -> str:
+    exts = " ".join(options.exts)
+    if scan.skipped:
+        counts = ", ".join(f"{len(v)} {k}" for k, v in scan.skipped.items())
+        return f"{root}: no images left to list ({counts})"
+    hint = ""
+    if not options.recursive:
+        with os.scandir(root) as it:
+            if any(_is_dir(e) for e in it):
+                hint = "; images in subfolders are listed only with --recursive"
+    return f"{root}: no images found (extensions {exts}){hint}"
+
+
+def plan_lists(entries: list[Entry], options: ListOptions) -> list[tuple[str, list[Entry]]]:
+    """Shuffle, chunk and split: ``[(name suffix, entries), ...]`` in the
+    order im2rec.py writes the files (``_test``, ``_val``, ``_train`` per chunk)."""
+    items = list(entries)
+    if options.shuffle:
+        random.Random(options.seed).shuffle(items)
+    chunk_size = (len(items) + options.chunks - 1) // options.chunks
+    train_r, test_r = options.train_ratio, options.test_ratio
+    out: list[tuple[str, list[Entry]]] = []
+    for c in range(options.chunks):
+        chunk = items[c * chunk_size : (c + 1) * chunk_size]
+        tag = f"_{c}" if options.chunks > 1 else ""
+        if train_r == 1.0:
+            out.append((tag, chunk))
+            continue
+        if options.stratify:
+            test, train, val = _stratified(chunk, train_r, test_r)
+        else:
+            # im2rec.py sizes every chunk's splits from chunk_size, not len(chunk)
+            sep, sep_test = int(chunk_size * train_r), int(chunk_size * test_r)
+            test, train, val = (
+                chunk[:sep_test],
+                chunk[sep_test : sep_test + sep],
+                chunk[sep_test + sep :],
+            )
+        if test_r:
+            out.append((f"{tag}_test", test))
+        if train_r + test_r < 1.0:
+            out.append((f"{tag}_val", val))
+        out.append((f"{tag}_train", train))
+    return out
+
+
+def _stratified(chunk: list[Entry], train_r: float, test_r: float) -> tuple[list[Entry], ...]:
+    """Split each class of the chunk in the given proportions (rounded to
+    the nearest image), keeping the chunk's order inside every split."""
+    by_class: dict[int, list[int]] = {}
+    for pos, e in enumerate(chunk):
+        by_class.setdefault(e.label, []).append(pos)
+    split_of = [0] * len(chunk)  # 0 test, 1 train, 2 val
+    for positions in by_class.values():
+        n = len(positions)
+        n_test = min(n, int(n * test_r + 0.5))
+        n_train = n - n_test if train_r + test_r >= 1.0 else min(n - n_test, int(n * train_r + 0.5))
+        for rank, pos in enumerate(positions):
+            split_of[pos] = 0 if rank < n_test else 1 if rank < n_test + n_train else 2
+    return tuple([e for e, s in zip(chunk, split_of, strict=True) if s == k] for k in range(3))
+
+
+def format_lst_line(entry: Entry) -> str:
+    """``index<TAB>label<TAB>path``; the label as ``%f``, like im2rec.py 1.9.1,
+    which both MXNet readers (read_list and ImageRecordIter) parse."""
+    return f"{entry.key}\t{entry.label:f}\t{entry.path}\n"
+
+
+def _lst_text(entries: list[Entry], label_texts: list[str]) -> str:
+    # format_lst_line for a whole list, with each label's text made once
+    return "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in entries])
+
+
+def class_map_text(classes: list[str]) -> str:
+    """The class map: one ``label<TAB>folder`` line per class, in label order."""
+    return "".join(f"{label}\t{folder}\n" for label, folder in enumerate(classes))
+
+
+def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
+    counts = Counter(e.label for e in scan.entries)
+    return {
+        "root": os.path.abspath(scan.root),
+        "images": len(scan.entries),
+        "classes": [
+            {"label": label, "folder": folder, "images": counts[label]}
+            for label, folder in enumerate(scan.classes)
+        ],
+        "lists": [{"path": path, "images": n} for path, n in lists],
+        "skipped": {reason: len(paths) for reason, paths in scan.skipped.items()},
+    }
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """What :func:`make_lists` wrote."""
+
+    scan: Scan
+    lists: list[tuple[str, int]]  # (path, images)
+    class_map: str
+    manifest: str
+    skipped_report: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **summary(self.scan, self.lists),
+            "class_map": self.class_map,
+            "manifest": self.manifest,
+            "skipped_report": self.skipped_report,
+        }
+
+
+def make_lists(
+    root: str | os.PathLike[str],
+    prefix: str | os.PathLike[str],
+    options: ListOptions,
+    *,
+    strict: bool = False,
+    on_progress: Progress | None = None,
+) -> ListResult:
+    """Scan ``root`` and write ``PREFIX*.lst``, ``PREFIX.classes.tsv``,
+    ``PREFIX.lists.json`` (and ``PREFIX.skipped.tsv`` when files were
+    skipped), all or nothing. Lists a previous run recorded in
+    ``PREFIX.lists.json`` that this run does not write are removed, so a
+    later ``rec pack PREFIX`` cannot pick up stale ones."""
+    scan = scan_folder(root, options, on_progress)
+    if strict and scan.skipped:
+        counts = ", ".join(f"{len(paths)} {reason}" for reason, paths in scan.skipped.items())
+        raise DatasetError(f"{scan.root}: {counts}; nothing written (--strict)")
+    prefix_s = os.fspath(prefix)
+    names = {kind: f"{prefix_s}.{kind}" for kind in ("classes.tsv", "lists.json", "skipped.tsv")}
+    os.makedirs(os.path.dirname(prefix_s) or ".", exist_ok=True)
+    stale = _previous_lists(names["lists.json"])
+    lists: list[tuple[str, int]] = []
+    label_texts = [f"{label:f}" for label in range(len(scan.classes))]
+    with AtomicGroup() as group:
+        for suffix, entries in plan_lists(scan.entries, options):
+            path = f"{prefix_s}{suffix}.lst"
+            group.write_text(path, _lst_text(entries, label_texts))
+            lists.append((path, len(entries)))
+        group.write_text(names["classes.tsv"], class_map_text(scan.classes))
+        report = names["skipped.tsv"] if scan.skipped else None
+        if report:
+            rows = (f"{r}\t{printable(p)}\n" for r, paths in scan.skipped.items() for p in paths)
+            group.write_text(report, "".join(rows))
+        result = ListResult(scan, lists, names["classes.tsv"], names["lists.json"], report)
+        manifest = {**result.to_dict(), "options": _options_dict(options)}
+        group.write_text(names["lists.json"], json.dumps(manifest, indent=1) + "\n")
+    for path in stale - {p for p, _ in lists} - ({report} if report else set()):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return result
+
+
+def _previous_lists(manifest: str) -> set[str]:
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            old = json.load(f)
+        folder = os.path.dirname(manifest)
+        paths = [item["path"] for item in old.get("lists", [])]
+        if old.get("skipped_report"):
+            paths.append(old["skipped_report"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return set()
+    # only files beside the manifest, never anything elsewhere
+    return {p for p in paths if isinstance(p, str) and os.path.dirname(p) == folder}
+
+
+def _options_dict(options: ListOptions) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()}
+
+
+def printable(path: str) -> str:
+    """A path for reports: undecodable bytes and control characters escaped."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
