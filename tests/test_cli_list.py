@@ -171,3 +171,28 @@ def test_every_command_is_in_the_readme() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for name in main.commands:  # type: ignore[attr-defined]
         assert f"rec {name}" in readme, name
+
+
+def test_progress_shows_on_a_terminal(
+    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from im2rec.cli import common
+
+    screen = io.StringIO()
+    monkeypatch.setattr(
+        common, "err_console", lambda: Console(file=screen, force_terminal=True, width=100)
+    )
+    with common.progress_counter(
+        lambda folders, images: f"Scanning: {images} images in {folders} folders"
+    ) as tick:
+        tick(3, 42)
+    assert "Scanning: " in screen.getvalue()
+    quiet = io.StringIO()
+    monkeypatch.setattr(common, "err_console", lambda: Console(file=quiet, force_terminal=True))
+    with common.progress_counter(lambda a, b: "x", quiet=True) as tick:
+        tick(1, 1)
+    assert quiet.getvalue() == ""

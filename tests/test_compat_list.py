@@ -119,3 +119,34 @@ def test_mxnet_reads_our_lists(tree: Path, tmp_path: Path, mxnet: MXNet) -> None
     for (index, path, labels), line in zip(result, lines, strict=True):
         i, label, p = line.split("\t")
         assert (index, path, labels) == (int(i), p, [float(label)])
+
+
+def test_image_record_iter_reads_labels_from_our_lst(tmp_path: Path, mxnet: MXNet) -> None:
+    """ImageRecordIter's own .lst parser (path_imglist) takes our labels."""
+    import numpy as np
+
+    from im2rec import recordio
+
+    root = tmp_path / "imgs"
+    for c in range(3):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(2):
+            (root / f"class{c}" / f"{i}.png").write_bytes(b"x")
+    make_lists(root, tmp_path / "data", ListOptions(recursive=True))
+    lines = [line.split("\t") for line in (tmp_path / "data.lst").read_text().splitlines()]
+    img = np.zeros((8, 8, 3), np.uint8)
+    w = recordio.MXIndexedRecordIO(str(tmp_path / "data.idx"), str(tmp_path / "data.rec"), "w")
+    for key, _label, _path in lines:  # header label 99: the .lst must win
+        w.write_idx(int(key), recordio.pack_img((0, 99.0, int(key), 0), img, img_fmt=".png"))
+    w.close()
+    labels = mxnet.run(
+        """
+        it = mx.io.ImageRecordIter(path_imgrec=rec, path_imgidx=idx, path_imglist=lst,
+                                   data_shape=(3, 8, 8), batch_size=6, shuffle=False)
+        result = [l for batch in it for l in batch.label[0].asnumpy().tolist()]
+        """,
+        rec=str(tmp_path / "data.rec"),
+        idx=str(tmp_path / "data.idx"),
+        lst=str(tmp_path / "data.lst"),
+    )
+    assert labels == [float(label) for _key, label, _path in lines]
