@@ -9,7 +9,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from PIL import Image
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -82,3 +84,61 @@ def mxnet() -> MXNet:
     if not python:
         pytest.fail("IM2REC_MXNET_PYTHON is not set: run the MXNet cross-checks with `make compat`")
     return MXNet(python)
+
+
+def photo(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A small photo-like RGB image: a smooth colour field with some grain."""
+    rng = np.random.default_rng(seed)
+    low = rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)
+    field = np.asarray(
+        Image.fromarray(low).resize((width, height), Image.Resampling.BICUBIC), np.int16
+    )
+    grain = rng.integers(-6, 7, (height, width, 1), dtype=np.int16)
+    return Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8))
+
+
+def make_odd_images(root: Path) -> dict[str, str]:
+    """Every kind of input ``rec pack`` must take (or reject cleanly), with
+    what should happen: "ok" or the failure reason."""
+    root.mkdir(parents=True, exist_ok=True)
+    base = photo(64, 48, 1)
+    cases: dict[str, str] = {}
+
+    def save(name: str, im: Image.Image, fmt: str, expect: str = "ok", **params: Any) -> None:
+        im.save(root / name, fmt, **params)
+        cases[name] = expect
+
+    save("rgb.jpg", base, "JPEG", quality=90)
+    save("wide.jpg", photo(90, 30, 2), "JPEG")
+    save("tall.jpg", photo(30, 90, 3), "JPEG")
+    save("gray.jpg", base.convert("L"), "JPEG")
+    save("cmyk.jpg", base.convert("CMYK"), "JPEG")
+    save("palette.png", base.convert("P"), "PNG")
+    save("alpha.png", base.convert("RGBA"), "PNG")
+    save("gray_alpha.png", base.convert("LA"), "PNG")
+    sixteen = Image.fromarray((np.arange(48 * 64, dtype=np.uint16) * 20).reshape(48, 64))
+    save("sixteen.png", sixteen, "PNG")
+    save("png_named.JPEG", base, "PNG")  # PNG data behind a .JPEG name, as in ImageNet
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown rotated by 90 degrees
+    save("rotated.jpg", base, "JPEG", exif=exif.tobytes())
+    data = (root / "rgb.jpg").read_bytes()
+    (root / "truncated.jpg").write_bytes(data[: len(data) // 3])
+    cases["truncated.jpg"] = "undecodable"
+    (root / "text.jpg").write_bytes(b"this is not an image")
+    cases["text.jpg"] = "undecodable"
+    # 144 Mpx of 1-bit zeros: a few KB on disk, past Pillow's pixel limit.
+    save("bomb.png", Image.new("1", (12_000, 12_000)), "PNG", expect="decompression-bomb")
+    cases["missing.jpg"] = "missing"
+    (root / "a_folder.jpg").mkdir()
+    cases["a_folder.jpg"] = "unreadable"
+    return cases
+
+
+def write_lst(path: Path, names: list[str], labels: list[list[float]] | None = None) -> Path:
+    lines = []
+    for i, name in enumerate(names):
+        label = labels[i] if labels else [float(i % 3)]
+        lines.append("\t".join([str(i), *(f"{v:f}" for v in label), name]) + "\n")
+    path.write_text("".join(lines))
+    return path

@@ -14,6 +14,7 @@ import click
 from .. import __version__
 from .common import EXIT_INTERRUPTED, handle_errors
 from .list_cmd import list_command
+from .pack_cmd import pack_command
 
 __all__ = ["EXIT_INTERRUPTED", "handle_errors", "main", "version_text"]
 
@@ -49,8 +50,10 @@ def main() -> None:
     \b
     Examples:
       rec list ./example --recursive      # folders -> example.lst
+      rec pack --pass-through --num-workers 8   # example.lst -> example.rec/.idx
       rec --version
     """
 
 
 main.add_command(list_command)
+main.add_command(pack_command)

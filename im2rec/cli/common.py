@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from ..errors import ConfigError, Im2RecError
 
-__all__ = ["EXIT_INTERRUPTED", "err_console", "handle_errors", "out_console", "progress_counter"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "err_console",
+    "handle_errors",
+    "out_console",
+    "progress_bar",
+    "progress_counter",
+]
 
 EXIT_INTERRUPTED = 130
 
@@ -35,7 +50,9 @@ def handle_errors() -> Iterator[None]:
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     except Im2RecError as exc:
-        raise click.ClickException(str(exc)) from exc
+        error = click.ClickException(str(exc))
+        error.exit_code = getattr(exc, "exit_code", 1)  # type: ignore[misc]  # 130: interrupted
+        raise error from exc
     except KeyboardInterrupt:
         click.echo("Interrupted; partial outputs were removed.", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -56,3 +73,43 @@ def progress_counter(
         return
     with console.status(describe(0, 0)) as status:
         yield lambda a, b: status.update(describe(a, b))
+
+
+class _Bar:
+    """One rich progress bar per task; ``track(...)`` returns the callback
+    the library calls with ``(done, total, bytes)``."""
+
+    def __init__(self, progress: Progress | None):
+        self.progress = progress
+
+    def track(self, description: str, total: int, done: int = 0) -> Callable[[int, int, int], None]:
+        progress = self.progress
+        if progress is None:
+            return lambda _d, _t, _b: None
+        task = progress.add_task(description, total=total, completed=done, rate="")
+        start, first = time.perf_counter(), done
+
+        def update(done: int, total: int, nbytes: int) -> None:
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            rate = f"{(done - first) / elapsed:,.0f} img/s  {nbytes / elapsed / 1e6:,.1f} MB/s"
+            progress.update(task, completed=done, total=total, rate=rate)
+
+        return update
+
+
+@contextmanager
+def progress_bar(*, quiet: bool = False) -> Iterator[_Bar]:
+    """Progress bars (images/s, MB/s, ETA) on stderr when it is a terminal."""
+    console = err_console()
+    if quiet or not console.is_terminal:
+        yield _Bar(None)
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield _Bar(progress)

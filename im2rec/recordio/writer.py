@@ -9,8 +9,9 @@ exception inside the ``with`` block removes the temporary file instead.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -48,16 +49,34 @@ class _Output:
     a forked child can never write the parent's pending bytes a second time.
     """
 
-    def __init__(self, path: str | os.PathLike[str], atomic: bool, text: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        atomic: bool,
+        text: bool = False,
+        *,
+        temp: str | os.PathLike[str] | None = None,
+        append: bool = False,
+        hashing: bool = False,
+    ):
         self.path = Path(os.fsdecode(path))
-        self.atomic = atomic
+        self.atomic = atomic or temp is not None
         self.text = text
-        self.tmp = (
-            self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp") if atomic else self.path
-        )
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-        self.fd: int | None = os.open(self.tmp, flags, 0o666)
+        if temp is not None:
+            self.tmp = Path(temp)
+        elif atomic:
+            self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        else:
+            self.tmp = self.path
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        self.fd: int | None = os.open(self.tmp, flags | (0 if append else os.O_TRUNC), 0o666)
+        self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.pending: list[Any] = []  # bytes, or str lines for a text output
+        self.hasher = hashlib.sha256() if hashing else None
+        if self.hasher is not None and self.size:
+            with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    self.hasher.update(block)
 
     @property
     def closed(self) -> bool:
@@ -68,6 +87,8 @@ class _Output:
             return
         joined = "".join(self.pending).encode() if self.text else b"".join(self.pending)
         self.pending.clear()
+        if self.hasher is not None:
+            self.hasher.update(joined)
         view = memoryview(joined)
         while view:
             view = view[os.write(self.fd, view) :]
@@ -80,6 +101,18 @@ class _Output:
         self.fd = None
         if self.atomic:
             os.replace(self.tmp, self.path)
+
+    def suspend(self) -> None:
+        """Write what can be written and close, keeping the temporary file
+        (for a later resume); a failing write (disk full) is not retried."""
+        try:
+            self.flush()
+        except OSError:
+            self.pending.clear()
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
 
     def discard(self) -> None:
         self.pending.clear()
@@ -106,11 +139,18 @@ class RecordWriter:
     ...     offset = w.write(b"payload")
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, atomic: bool = True):
-        self._out = _Output(path, atomic)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        atomic: bool = True,
+        temp: str | os.PathLike[str] | None = None,
+        append: bool = False,
+        hashing: bool = False,
+    ):
+        self._out = _Output(path, atomic, temp=temp, append=append, hashing=hashing)
         self._append: Callable[[bytes], object] | None = self._out.pending.append
-        self._pos = 0
-        self._flushed = 0
+        self._pos = self._flushed = self._out.size
         self._pid = os.getpid()
         self._generation = _forks[0]
 
@@ -121,6 +161,12 @@ class RecordWriter:
     @property
     def closed(self) -> bool:
         return self._append is None
+
+    @property
+    def temp_path(self) -> Path:
+        """Where the data goes until :meth:`close` (the target itself when
+        writing in place)."""
+        return self._out.tmp
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append one record; return the byte offset where it starts."""
@@ -159,6 +205,19 @@ class RecordWriter:
         self._append = None
         for out in self._outputs():
             out.discard()
+
+    def suspend(self) -> None:
+        """Stop writing but keep the temporary file(s) as they are, so that a
+        later writer opened with ``temp=..., append=True`` can continue."""
+        self._append = None
+        for out in self._outputs():
+            out.suspend()
+
+    def sha256(self) -> str:
+        """Hex SHA-256 of the ``.rec`` (``hashing=True``), once closed."""
+        if self._out.hasher is None:
+            raise ModeError(f"{self.path}: opened without hashing=True")
+        return self._out.hasher.hexdigest()
 
     def _unusable(self) -> ModeError:
         if self._append is None:
@@ -210,16 +269,24 @@ class IndexedRecordWriter(RecordWriter):
         *,
         key_type: Callable[[Any], Any] = int,
         atomic: bool = True,
+        temp: str | os.PathLike[str] | None = None,
+        idx_temp: str | os.PathLike[str] | None = None,
+        append: bool = False,
+        hashing: bool = False,
+        existing_keys: Iterable[Any] = (),
     ):
-        super().__init__(rec, atomic=atomic)
+        super().__init__(rec, atomic=atomic, temp=temp, append=append, hashing=hashing)
+        idx_path = default_index_path(rec) if idx is None else idx
         try:
-            self._idx = _Output(default_index_path(rec) if idx is None else idx, atomic, text=True)
+            self._idx = _Output(
+                idx_path, atomic, text=True, temp=idx_temp, append=append, hashing=hashing
+            )
         except BaseException:
             self._out.discard()
             raise
         self._idx_append = self._idx.pending.append
         self.key_type = key_type
-        self._keys: set[Any] = set()
+        self._keys: set[Any] = set(existing_keys)
 
     @property
     def index_path(self) -> Path:
@@ -238,8 +305,15 @@ class IndexedRecordWriter(RecordWriter):
         return pos
 
     def _outputs(self) -> list[_Output]:
-        # The .idx lands last: its presence means the pair is complete.
+        # The .idx lands last: its presence means the pair is complete. It is
+        # also flushed after the .rec, so it never points past written data.
         return [self._out, self._idx] if hasattr(self, "_idx") else [self._out]
+
+    def index_sha256(self) -> str:
+        """Hex SHA-256 of the ``.idx`` (``hashing=True``), once closed."""
+        if self._idx.hasher is None:
+            raise ModeError(f"{self.index_path}: opened without hashing=True")
+        return self._idx.hasher.hexdigest()
 
     def __enter__(self) -> IndexedRecordWriter:
         return self

@@ -1,0 +1,214 @@
+"""``rec pack`` vs ``im2rec.py`` on generated photo-like JPEGs, side by side.
+
+    make bench      # or: .venv/bin/python bench/bench_pack.py --mx-python .venv-mx/bin/python
+
+Generates ``--images`` JPEGs of 300x225 to 1024x768 (smooth colour fields
+with grain, like photos compress), lists them once with ``rec list``, then
+times, best of ``--repeat``, with the same worker count on both sides and a
+warm page cache:
+
+* ``--pass-through``: im2rec.py vs rec pack, and the time to merely read
+  every file once (the floor);
+* ``--resize 256 --quality 95``: im2rec.py vs rec pack.
+
+Whole commands are timed, start-up included; im2rec.py's ratio is also given
+without MXNet's import time (measured in the same run), the stricter number.
+Memory: the peak RSS of the ``rec pack`` process for a list of 10x as many
+entries (the same files, repeated) against the plain list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+TARGETS = {"pass_through": 1.0, "resize": 1.5, "read_floor": 1.5, "memory": 1.2}
+
+
+def make_images(root: Path, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = random.Random(seed)
+    for i in range(n):
+        w = sizes.randint(300, 1024)
+        h = min(768, max(225, int(w * sizes.uniform(0.6, 0.9))))
+        low = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+        field = np.asarray(Image.fromarray(low).resize((w, h), Image.Resampling.BICUBIC), np.int16)
+        grain = rng.integers(-12, 13, (h, w, 1), dtype=np.int16)
+        img = Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8))
+        folder = root / f"class{i % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        img.save(folder / f"img{i:05d}.jpg", quality=90)
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def best(cmd: list[str], cwd: Path, repeat: int) -> float:
+    return min(timed(cmd, cwd) for _ in range(repeat))
+
+
+def peak_rss_mb(cmd: list[str], cwd: Path) -> float:
+    """Peak RSS of the process itself (VmHWM, polled). Not ru_maxrss from
+    wait4: a forked child starts with this (large) process's pages counted."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]))
+        except (OSError, IndexError, ValueError):
+            pass
+        time.sleep(0.02)
+    if proc.returncode:
+        raise SystemExit(f"{cmd} failed with {proc.returncode}")
+    return peak / 1024
+
+
+def read_floor(root: Path, repeat: int) -> float:
+    files = sorted(root.rglob("*.jpg"))
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for f in files:
+            with open(f, "rb") as fh:
+                fh.read()
+        return time.perf_counter() - t0
+
+    return min(run() for _ in range(repeat))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--mx-python", required=True, help="Python of a venv with mxnet==1.9.1")
+    ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    mx_python = os.path.abspath(args.mx_python)
+    rec = str(Path(sys.executable).with_name("rec"))
+    probe = "import os, mxnet; print(os.path.join(os.path.dirname(mxnet.__file__), 'tools', 'im2rec.py'))"
+    im2rec_py = subprocess.run(
+        [mx_python, "-c", probe], check=True, capture_output=True, text=True
+    ).stdout.split()[-1]
+    w = str(args.workers)
+    with tempfile.TemporaryDirectory(prefix="im2rec-bench-pack-") as tmp:
+        work = Path(tmp)
+        make_images(work / "images", args.images)
+        subprocess.run(
+            [rec, "list", str(work / "images"), "--recursive", "-o", str(work / "images"), "-q"],
+            check=True,
+        )
+        lst = work / "images.lst"
+        for name in ("mx", "ours"):
+            (work / name).mkdir()
+            (work / name / "images.lst").write_bytes(lst.read_bytes())
+        floor = read_floor(work / "images", args.repeat)
+        mx_import = best([mx_python, "-c", "import mxnet, cv2"], work, args.repeat)
+
+        def im2rec(*extra: str) -> float:
+            cmd = [
+                mx_python,
+                im2rec_py,
+                str(work / "mx" / "images"),
+                str(work / "images"),
+                "--num-thread",
+                w,
+            ]
+            return best([*cmd, *extra], work, args.repeat)
+
+        def ours(*extra: str) -> float:
+            cmd = [rec, "pack", str(work / "ours" / "images.lst"), "--root", str(work / "images")]
+            return best([*cmd, "--num-workers", w, "-q", *extra], work, args.repeat)
+
+        pt_mx, pt_ours = im2rec("--pass-through"), ours("--pass-through")
+        identical = all(
+            (work / "mx" / f"images{e}").read_bytes() == (work / "ours" / f"images{e}").read_bytes()
+            for e in (".rec", ".idx")
+        )
+        rs_mx, rs_ours = (
+            im2rec("--resize", "256", "--quality", "95"),
+            ours("--resize", "256", "--quality", "95"),
+        )
+        # memory: the same files listed 10 times over (unique indexes)
+        lines = lst.read_text().splitlines()
+        big = work / "big"
+        big.mkdir()
+        (big / "images.lst").write_text(
+            "".join(f"{k * len(lines) + int(ln.split(chr(9))[0])}\t{ln.split(chr(9), 1)[1]}\n"
+                    for k in range(10) for ln in lines)
+        )  # fmt: skip
+        base = [
+            rec,
+            "pack",
+            "--root",
+            str(work / "images"),
+            "--num-workers",
+            w,
+            "-q",
+            "--pass-through",
+        ]
+        mem_small = peak_rss_mb([*base, str(work / "ours" / "images.lst")], work)
+        mem_big = peak_rss_mb([*base, str(big / "images.lst")], work)
+    n = args.images
+    results = {
+        "images": n,
+        "workers": args.workers,
+        "pass_through": {"im2rec_s": pt_mx, "rec_s": pt_ours, "ratio": pt_mx / pt_ours,
+                         "ratio_without_mxnet_import": (pt_mx - mx_import) / pt_ours,
+                         "read_floor_s": floor, "vs_read_floor": pt_ours / floor, "identical": identical},
+        "resize": {"im2rec_s": rs_mx, "rec_s": rs_ours, "ratio": rs_mx / rs_ours,
+                   "ratio_without_mxnet_import": (rs_mx - mx_import) / rs_ours,
+                   "im2rec_images_per_s": n / rs_mx, "rec_images_per_s": n / rs_ours},
+        "mxnet_import_s": mx_import,
+        "memory": {"peak_rss_mb": {str(n): mem_small, str(10 * n): mem_big}, "ratio": mem_big / mem_small},
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(
+            f"{n:,} JPEGs (300x225 to 1024x768), {args.workers} workers each; MXNet import {mx_import:.2f} s"
+        )
+        print(
+            f"{'':<34} {'im2rec.py':>9} {'rec pack':>9} {'ratio':>7} {'w/o import':>10} {'target':>7}"
+        )
+        for key, label in (
+            ("pass_through", "--pass-through"),
+            ("resize", "--resize 256 --quality 95"),
+        ):
+            r = results[key]
+            assert isinstance(r, dict)
+            print(f"{label:<34} {r['im2rec_s']:>8.2f}s {r['rec_s']:>8.2f}s {r['ratio']:>6.2f}x "
+                  f"{r['ratio_without_mxnet_import']:>9.2f}x {TARGETS[key]:>6.1f}x")  # fmt: skip
+        print(f"pass-through vs just reading the files ({floor:.2f} s): {pt_ours / floor:.2f}x the time "
+              f"(target <= {TARGETS['read_floor']}x); output byte-identical to im2rec.py: "
+              f"{'yes' if identical else 'NO'}")  # fmt: skip
+        print(f"peak RSS of rec pack: {mem_small:.0f} MB for {n:,} entries, {mem_big:.0f} MB for "
+              f"{10 * n:,} ({mem_big / mem_small:.2f}x, target <= {TARGETS['memory']}x)")  # fmt: skip
+    ok = (
+        identical
+        and results["pass_through"]["ratio_without_mxnet_import"] >= TARGETS["pass_through"]  # type: ignore[index]
+        and results["resize"]["ratio_without_mxnet_import"] >= TARGETS["resize"]  # type: ignore[index]
+        and pt_ours / floor <= TARGETS["read_floor"]
+        and mem_big / mem_small <= TARGETS["memory"]
+    )
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Where per-item work runs: inline, in a thread pool, or in a process pool.
+
+``map_ordered`` yields results in input order with at most a few tasks per
+worker in flight, so memory stays bounded however fast the workers are.
+Threads suit I/O (``--pass-through`` reads files; the GIL is released while
+they wait) and Pillow, which releases the GIL while it decodes, resizes and
+encodes; processes suit the rest of the per-image Python work on many cores.
+Process workers ignore SIGINT: Ctrl-C is handled once, by the parent. A
+worker that dies (out of memory, a crashing decoder) raises
+:class:`WorkerCrashed` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Literal, TypeVar
+
+from .errors import Im2RecError
+
+__all__ = ["LocalExecutor", "WorkerCrashed", "default_workers"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Kind = Literal["threads", "processes"]
+
+
+class WorkerCrashed(Im2RecError):
+    """A worker process died (killed, out of memory, crashed in a decoder)."""
+
+
+def default_workers() -> int:
+    """Usable CPUs (respecting affinity limits where Python sees them)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _parent_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:  # a killed, unreaped parent is a zombie
+            return not any(line.startswith("State:") and "Z" in line for line in f)
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _watch_parent(pid: int) -> None:
+    while _parent_alive(pid):
+        time.sleep(0.5)
+    os._exit(1)  # the parent was killed (kill -9): do not linger as an orphan
+
+
+def _init_worker(parent: int) -> None:
+    """Process workers: Ctrl-C is the parent's to handle, and a worker exits
+    by itself when the parent dies without shutting the pool down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
+    return [fn(item) for item in chunk]
+
+
+class LocalExecutor:
+    """Runs ``fn`` over items on this machine, ``workers`` at a time.
+
+    ``workers <= 1`` runs everything in the caller. Otherwise each call picks
+    threads (``io_bound=True``) or processes; pools start on first use and
+    are reused across calls. ``preload`` names modules the process workers
+    import once, in the fork server, so each worker starts in milliseconds.
+    """
+
+    def __init__(self, workers: int, *, chunk: int = 8, preload: Sequence[str] = ()):
+        self.workers = workers
+        self.chunk = chunk
+        self.preload = list(preload)
+        self._pools: dict[Kind, Executor] = {}
+
+    def _get_pool(self, kind: Kind) -> Executor:
+        pool = self._pools.get(kind)
+        if pool is None:
+            if kind == "threads":
+                pool = ThreadPoolExecutor(self.workers, thread_name_prefix="im2rec")
+            else:
+                # forkserver (or spawn), not fork: the parent may run a progress
+                # thread, and forking a threaded process can deadlock.
+                methods = multiprocessing.get_all_start_methods()
+                ctx = multiprocessing.get_context(
+                    "forkserver" if "forkserver" in methods else "spawn"
+                )
+                if ctx.get_start_method() == "forkserver" and self.preload:
+                    ctx.set_forkserver_preload(self.preload)
+                pool = ProcessPoolExecutor(
+                    self.workers, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(),)
+                )
+            self._pools[kind] = pool
+        return pool
+
+    def map_ordered(
+        self, fn: Callable[[T], R], items: Sequence[T], *, io_bound: bool = False
+    ) -> Iterator[R]:
+        """``map(fn, items)``, in order, computed by the workers."""
+        if self.workers <= 1:
+            yield from map(fn, items)
+            return
+        kind: Kind = "threads" if io_bound else "processes"
+        pool = self._get_pool(kind)
+        size = self.chunk if kind == "processes" else 1
+        window = self.workers * (3 if kind == "processes" else 4)
+        pending: deque[Future[list[R]]] = deque()
+        try:
+            for i in range(0, len(items), size):
+                pending.append(pool.submit(_run_chunk, fn, items[i : i + size]))
+                if len(pending) >= window:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        except BrokenProcessPool as exc:
+            self._pools.pop(kind, None)
+            raise WorkerCrashed(
+                "a worker process died (killed, out of memory, or a crash while decoding an "
+                "image); the partial output is kept: run again with --resume"
+            ) from exc
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        """Stop the workers; queued work is cancelled, nothing is awaited."""
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            if isinstance(pool, ProcessPoolExecutor):
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()  # after Ctrl-C, do not wait for images in progress
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,129 @@
+"""Reading ``.lst`` files, finding them, and finding their image root.
+
+A ``.lst`` line is ``index<TAB>label[<TAB>label ...]<TAB>path`` (spec §3.3,
+``read_list``): fields are TAB-separated and stripped, the index is an integer
+(it becomes the record key and header id), labels are floats, the path is the
+last field. im2rec.py printed a message and skipped a malformed line; here it
+is an error naming the line, because a silently shorter dataset is worse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DatasetError, MissingFileError
+
+__all__ = ["ListItem", "find_lists", "find_root", "read_lst"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListItem:
+    """One ``.lst`` line."""
+
+    key: int
+    labels: tuple[float, ...]
+    path: str
+    line: int
+
+
+def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
+    """Parse a ``.lst`` file; blank lines are skipped, anything else that is
+    not ``index<TAB>label...<TAB>path`` raises :class:`DatasetError`."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise MissingFileError(f"{name}: list file not found") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from exc
+    items: list[ListItem] = []
+    seen: dict[int, int] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        fields = [f.strip() for f in raw.strip().split("\t")]
+        if fields == [""]:
+            continue
+        if len(fields) < 3:
+            raise DatasetError(
+                f"{name}:{lineno}: expected `index<TAB>label<TAB>path` (TAB-separated), "
+                f"got {raw!r}; fix or delete the line"
+            )
+        try:
+            key = int(fields[0])
+            labels = tuple(float(v) for v in fields[1:-1])
+        except ValueError as exc:
+            raise DatasetError(
+                f"{name}:{lineno}: {exc}; the index must be an integer and labels numbers"
+            ) from None
+        if key < 0 or key >= 1 << 64:
+            raise DatasetError(
+                f"{name}:{lineno}: index {key} is outside 0..2**64-1 (it becomes the record id)"
+            )
+        if key in seen:
+            raise DatasetError(
+                f"{name}:{lineno}: index {key} is already used on line {seen[key]}; "
+                "indexes become .idx keys and must be unique"
+            )
+        seen[key] = lineno
+        items.append(ListItem(key, labels, fields[-1], lineno))
+    return items
+
+
+def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Path]:
+    """The ``.lst`` files to pack: each target is a ``.lst`` path, a folder
+    holding lists (all of them) or a prefix (every ``PREFIX*.lst``,
+    im2rec.py's rule); no target means every list in ``cwd``. Sorted, without
+    duplicates."""
+    found: dict[Path, None] = {}
+    for target in targets or [os.fspath(cwd)]:
+        if target.endswith(".lst") and not os.path.isdir(target):
+            if not os.path.isfile(target):
+                raise MissingFileError(f"{target}: list file not found")
+            found[Path(target)] = None
+            continue
+        matches = _lists_in(target) if os.path.isdir(target) else []
+        if not matches:  # a prefix; also for `rec pack example` beside the image folder example/
+            matches = _lists_in(os.path.dirname(target) or ".", os.path.basename(target))
+        if not matches:
+            where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
+            raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
+        found.update(dict.fromkeys(matches))
+    return list(found)
+
+
+def _lists_in(folder: str, stem: str = "") -> list[Path]:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [
+        Path(folder, n) for n in names
+        if n.startswith(stem) and n.endswith(".lst") and os.path.isfile(os.path.join(folder, n))
+    ]  # fmt: skip
+
+
+def find_root(lst: Path) -> Path:
+    """The image root of ``lst``: the root recorded by ``rec list`` in a
+    ``*.lists.json`` beside it, else the folder named like the list
+    (``example.lst`` -> ``example/``), as im2rec.py users lay things out."""
+    folder = lst.parent
+    recorded: list[str] = []
+    for manifest in sorted(folder.glob("*.lists.json")):
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            names = {os.path.basename(item["path"]) for item in data["lists"]}
+            root = data["root"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if lst.name in names and isinstance(root, str):
+            if os.path.isdir(root):
+                return Path(root)
+            recorded.append(f"{manifest.name} records {root}, which does not exist")
+    named = folder / lst.stem
+    if named.is_dir():
+        return named
+    reasons = "; ".join([*recorded, f"{named} is not a folder"])
+    raise MissingFileError(f"{lst}: cannot find its image root ({reasons}); pass --root DIR")

@@ -1,0 +1,320 @@
+"""Packing a ``.lst`` into ``.rec``/``.idx`` (spec §3.3).
+
+Stages: read the list (:mod:`im2rec.lstfile`); encode each image in a worker
+(:class:`Encoder`: read the file, optionally re-encode it, prepend the
+header); write the records in list order (:func:`pack_list`). A bad image is
+a :class:`Failure` (data, not an exception): it is counted, written to the
+failure report, and the run goes on.
+
+Crash safety: records go to ``NAME.rec.partial`` / ``NAME.idx.partial``, the
+``.idx`` flushed after the ``.rec``; ``NAME.rec.partial.json`` records what
+the partial output was made from. Only a finished run renames them to
+``NAME.rec`` / ``NAME.idx``. ``resume=True`` cuts the partial files back to
+the last record that is complete in both and continues from the list entry
+after it; since encoding is deterministic, the result is byte-identical to an
+uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from . import __version__
+from .atomic import AtomicGroup
+from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
+from .executors import LocalExecutor
+from .imaging import transcode
+from .listing import printable
+from .lstfile import ListItem, find_root, read_lst
+from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
+from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
+
+__all__ = [
+    "DiskFullError",
+    "Encoder",
+    "Failure",
+    "PackInterrupted",
+    "PackOptions",
+    "PackResult",
+    "pack_list",
+]
+
+Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """How images become records; defaults are im2rec.py's."""
+
+    pass_through: bool = False
+    pack_label: bool = False
+    resize: int = 0
+    center_crop: bool = False
+    quality: int = 95
+    encoding: str = ".jpg"
+    color: int = 1
+
+    def __post_init__(self) -> None:
+        if self.encoding not in (".jpg", ".png"):
+            raise ConfigError(f"--encoding must be .jpg or .png, got {self.encoding!r}")
+        if self.color not in (-1, 0, 1):
+            raise ConfigError(f"--color must be 1, 0 or -1, got {self.color}")
+        if self.resize < 0:
+            raise ConfigError(f"--resize must be 0 (keep) or a positive size, got {self.resize}")
+        if not 0 <= self.quality <= 100:
+            raise ConfigError(f"--quality must be between 0 and 100, got {self.quality}")
+        if self.pass_through:
+            changed = [
+                flag
+                for flag, value, default in (
+                    ("--resize", self.resize, 0),
+                    ("--center-crop", self.center_crop, False),
+                    ("--quality", self.quality, 95),
+                    ("--encoding", self.encoding, ".jpg"),
+                    ("--color", self.color, 1),
+                )  # fmt: skip
+                if value != default
+            ]
+            if changed:
+                raise ConfigError(
+                    f"--pass-through stores the files unchanged, so {', '.join(changed)} "
+                    "cannot apply; drop one or the other"
+                )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why one image was not packed."""
+
+    reason: str  # missing | unreadable | undecodable | decompression-bomb | record-too-large
+    detail: str
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """The per-image stage; runs in worker processes (it is picklable)."""
+
+    options: PackOptions
+    root: str
+
+    def __call__(self, item: ListItem) -> bytes | Failure:
+        labels = item.labels
+        label: Any = list(labels) if self.options.pack_label and len(labels) > 1 else labels[0]
+        try:
+            with open(os.path.join(self.root, item.path), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return Failure("missing", "no such file")
+        except OSError as exc:
+            return Failure("unreadable", exc.strerror or str(exc))
+        if not self.options.pass_through:
+            try:
+                with warnings.catch_warnings():
+                    # Pillow warns between its pixel limit and twice it; both are bombs here.
+                    warnings.simplefilter("error", Image.DecompressionBombWarning)
+                    data = self._transcode(data)
+            except (ImageCodecError, Image.DecompressionBombWarning) as exc:
+                cause = exc.__cause__ if isinstance(exc, ImageCodecError) else exc
+                bomb = isinstance(
+                    cause, Image.DecompressionBombError | Image.DecompressionBombWarning
+                )
+                detail = str(cause) if bomb else str(exc)
+                return Failure("decompression-bomb" if bomb else "undecodable", detail)
+        record = pack(IRHeader(0, label, item.key, 0), data)
+        if len(record) >= MAX_RECORD_SIZE:
+            return Failure("record-too-large", f"{len(record):,} bytes; RecordIO stores < 2**29")
+        return record
+
+    def _transcode(self, data: bytes) -> bytes:
+        o = self.options
+        return transcode(
+            data, color=o.color, resize=o.resize, center_crop=o.center_crop,
+            img_fmt=o.encoding, quality=o.quality,
+        )  # fmt: skip
+
+
+class PackInterrupted(Im2RecError):
+    """Ctrl-C: the partial output is kept for ``--resume``."""
+
+    exit_code = 130
+
+
+class DiskFullError(Im2RecError):
+    """No space left while writing; the partial output is kept for ``--resume``."""
+
+
+@dataclass
+class PackResult:
+    """What :func:`pack_list` did."""
+
+    lst: Path
+    rec: Path
+    idx: Path
+    manifest: Path
+    failure_report: Path | None
+    entries: int
+    records: int
+    failures: Counter[str] = field(default_factory=Counter)
+    bytes: int = 0
+    seconds: float = 0.0
+    resumed_from: int = 0  # entries already packed by an earlier, interrupted run
+    already_done: bool = False  # --resume found the finished output
+    dropped_labels: int = 0  # lines whose extra labels were not packed (no --pack-label)
+    root: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self).items()}
+        d["failures"] = dict(self.failures)
+        d["images_per_second"] = (
+            (self.entries - self.resumed_from) / self.seconds if self.seconds else None
+        )
+        return d
+
+
+def pack_list(
+    lst: str | os.PathLike[str],
+    options: PackOptions,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    executor: LocalExecutor | None = None,
+    resume: bool = False,
+    on_progress: Progress | None = None,
+) -> PackResult:
+    """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc)."""
+    files = PartialFiles(Path(lst))
+    items = read_lst(files.lst)
+    if not items:
+        raise DatasetError(f"{files.lst}: the list has no entries")
+    root_dir = Path(root) if root is not None else find_root(files.lst)
+    if not root_dir.is_dir():
+        raise MissingFileError(
+            f"{root_dir}: image root not found (from --root); pass the folder that "
+            "the list's paths are relative to"
+        )
+    state: dict[str, Any] = {
+        "list_sha256": sha256_file(files.lst),
+        "options": dataclasses.asdict(options),
+        "root": str(root_dir.resolve()),
+    }
+    # A partial output is newer than any finished one: it wins.
+    if resume and not files.state.exists() and finished(files, state):
+        return _result_from_manifest(files, items)
+    start, keys, failures = recover(files, items, state) if resume else (0, [], Counter())
+    if not start:
+        start_fresh(files, state)
+    result = PackResult(
+        files.lst, files.rec, files.idx, files.manifest, None, len(items), len(keys),
+        failures, resumed_from=start, root=state["root"],
+    )  # fmt: skip
+    result.dropped_labels = 0 if options.pack_label else sum(len(i.labels) > 1 for i in items)
+    writer = IndexedRecordWriter(
+        files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
+        append=bool(start), hashing=True, existing_keys=keys,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
+        _write_records(items, start, Encoder(options, str(root_dir)), executor or LocalExecutor(1),
+                       writer, report, result, on_progress)  # fmt: skip
+    result.seconds = time.perf_counter() - t0
+    _finish(files, writer, result, state)
+    return result
+
+
+def _write_records(
+    items: Sequence[ListItem],
+    start: int,
+    encoder: Encoder,
+    executor: LocalExecutor,
+    writer: IndexedRecordWriter,
+    report: Any,
+    result: PackResult,
+    on_progress: Progress | None,
+) -> None:
+    position = start
+    # Pass-through only reads files: threads, which wait on I/O without the GIL.
+    outcomes = executor.map_ordered(encoder, items[start:], io_bound=encoder.options.pass_through)
+    try:
+        for position, outcome in enumerate(outcomes, start):
+            item = items[position]
+            if isinstance(outcome, Failure):
+                result.failures[outcome.reason] += 1
+                # line-buffered, so no failure is lost when later records reach the disk
+                report.write(f"{item.line}\t{item.key}\t{printable(item.path)}\t{outcome.reason}"
+                             f"\t{printable(outcome.detail)}\n")  # fmt: skip
+            else:
+                writer.write_key(item.key, outcome)
+                result.records += 1
+            if on_progress is not None:
+                on_progress(position + 1, len(items), writer.tell())
+        writer.close()
+    except KeyboardInterrupt:
+        writer.suspend()
+        raise PackInterrupted(
+            f"interrupted after {position - start:,} of {len(items) - start:,} entries of "
+            f"{result.lst}; the partial output is kept: run the same command with --resume "
+            "to continue"
+        ) from None
+    except OSError as exc:
+        writer.suspend()
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(
+                f"disk full while writing {writer.temp_path.name} (about {writer.tell():,} bytes "
+                "written); free some space, then run the same command with --resume to continue"
+            ) from exc
+        raise
+    except BaseException:
+        writer.suspend()
+        raise
+
+
+def _finish(
+    files: PartialFiles, writer: IndexedRecordWriter, result: PackResult, state: dict[str, Any]
+) -> None:
+    result.bytes = files.rec.stat().st_size
+    if result.failures:
+        os.replace(files.report_tmp, files.report)
+        result.failure_report = files.report
+    else:
+        files.report_tmp.unlink(missing_ok=True)
+        files.report.unlink(missing_ok=True)
+    manifest = {
+        "im2rec": __version__,
+        "list": {"path": files.lst.name, "sha256": state["list_sha256"], "entries": result.entries},
+        "root": state["root"],
+        "options": state["options"],
+        "records": result.records,
+        "failures": dict(result.failures),
+        "rec": {"path": files.rec.name, "bytes": result.bytes, "sha256": writer.sha256()},
+        "idx": {
+            "path": files.idx.name,
+            "bytes": files.idx.stat().st_size,
+            "sha256": writer.index_sha256(),
+        },
+        "seconds": round(result.seconds, 3),
+        "resumed_from": result.resumed_from,
+    }
+    with AtomicGroup() as group:
+        group.write_text(files.manifest, json.dumps(manifest, indent=1) + "\n")
+    files.state.unlink(missing_ok=True)
+
+
+def _result_from_manifest(files: PartialFiles, items: list[ListItem]) -> PackResult:
+    manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
+    report = files.report if files.report.exists() else None
+    return PackResult(
+        files.lst, files.rec, files.idx, files.manifest, report, len(items), manifest["records"],
+        Counter(manifest["failures"]), manifest["rec"]["bytes"], resumed_from=len(items),
+        already_done=True, root=manifest["root"],
+    )  # fmt: skip

@@ -1,0 +1,160 @@
+"""Partial outputs of an interrupted pack, and picking them up again.
+
+``NAME.rec.partial`` and ``NAME.idx.partial`` grow as records are written
+(the ``.idx`` is flushed after the ``.rec``, so it never points past written
+data); ``NAME.failures.tsv.partial`` gets one line per failed image as it
+happens; ``NAME.rec.partial.json`` records the list's SHA-256, the root and
+the options. :func:`recover` cuts the files back to the last record that is
+complete and indexed, checks its header id, and returns where to continue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import mmap
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import AtomicGroup
+from .errors import DatasetError, Im2RecError
+from .lstfile import ListItem
+from .recordio import read_record, unpack
+
+__all__ = ["REPORT_HEADER", "PartialFiles", "finished", "recover", "sha256_file", "start_fresh"]
+
+#: First line of a failure report (NAME.failures.tsv).
+REPORT_HEADER = "line\tindex\tpath\treason\tdetail\n"
+
+
+@dataclass(frozen=True)
+class PartialFiles:
+    """Every file one list's packing touches."""
+
+    lst: Path
+
+    def __getattr__(self, name: str) -> Path:
+        stem = self.lst.with_suffix("")
+        names = {
+            "rec": ".rec", "idx": ".idx", "manifest": ".pack.json", "report": ".failures.tsv",
+            "rec_tmp": ".rec.partial", "idx_tmp": ".idx.partial", "state": ".rec.partial.json",
+            "report_tmp": ".failures.tsv.partial",
+        }  # fmt: skip
+        if name not in names:
+            raise AttributeError(name)
+        return Path(f"{stem}{names[name]}")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def start_fresh(files: PartialFiles, state: dict[str, Any]) -> None:
+    for stale in (files.rec_tmp, files.idx_tmp):
+        stale.unlink(missing_ok=True)
+    files.report_tmp.write_text(REPORT_HEADER, encoding="utf-8")
+    with AtomicGroup() as group:
+        group.write_text(files.state, json.dumps(state, indent=1) + "\n")
+
+
+def finished(files: PartialFiles, state: dict[str, Any]) -> bool:
+    """The final output exists and its manifest says it was made from this
+    very list, root and options, with the sizes it has now."""
+    try:
+        manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
+        return bool(
+            manifest["list"]["sha256"] == state["list_sha256"]
+            and manifest["options"] == state["options"]
+            and manifest["root"] == state["root"]
+            and manifest["rec"]["bytes"] == files.rec.stat().st_size
+            and manifest["idx"]["bytes"] == files.idx.stat().st_size
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def recover(
+    files: PartialFiles, items: list[ListItem], state: dict[str, Any]
+) -> tuple[int, list[int], Counter[str]]:
+    """Cut the partial output back to its last whole record; return the list
+    position to continue from, the keys written, and the failures so far."""
+    try:
+        saved = json.loads(files.state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0, [], Counter()  # nothing (readable) to resume: start over
+    if saved != state:
+        raise DatasetError(
+            f"{files.rec_tmp}: the partial output was made from another version of "
+            f"{files.lst.name}, another root or other options; run without --resume to start over"
+        )
+    if not files.rec_tmp.exists() or not files.idx_tmp.exists():
+        return 0, [], Counter()
+    position_of = {item.key: i for i, item in enumerate(items)}
+    entries = _complete_index_lines(files.idx_tmp.read_bytes())
+    size = files.rec_tmp.stat().st_size
+    keep, rec_end = 0, 0
+    with (
+        open(files.rec_tmp, "rb") as f,
+        (
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            if size
+            else contextlib.nullcontext(b"")
+        ) as buf,
+    ):
+        for keep in range(len(entries), 0, -1):
+            key, offset, _ = entries[keep - 1]
+            with contextlib.suppress(Im2RecError):
+                record, rec_end = read_record(buf, offset, size, str(files.rec_tmp))
+                if key in position_of and unpack(record)[0].id == key:
+                    break
+        else:
+            keep = 0
+    entries = entries[:keep]
+    os.truncate(files.rec_tmp, rec_end if keep else 0)
+    os.truncate(files.idx_tmp, entries[-1][2] if keep else 0)
+    start = position_of[entries[-1][0]] + 1 if keep else 0
+    failures = _cut_report(files.report_tmp, items[start].line if start < len(items) else None)
+    return start, [key for key, _, _ in entries], failures
+
+
+def _complete_index_lines(data: bytes) -> list[tuple[int, int, int]]:
+    """``(key, offset, end of line)`` for every whole, well-formed line."""
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    while (nl := data.find(b"\n", pos)) != -1:
+        try:
+            key, offset = (int(v) for v in data[pos:nl].split(b"\t"))
+        except ValueError:
+            break
+        pos = nl + 1
+        out.append((key, offset, pos))
+    return out
+
+
+def _cut_report(report: Path, first_line_to_redo: int | None) -> Counter[str]:
+    """Keep the failures logged before the resume point; drop the rest (they
+    will be tried again)."""
+    failures: Counter[str] = Counter()
+    try:
+        lines = report.read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        lines = []
+    kept = [REPORT_HEADER]
+    for line in lines[1:]:
+        fields = line.rstrip("\n").split("\t")
+        if len(fields) != 5 or not line.endswith("\n") or not fields[0].isdigit():
+            break
+        if first_line_to_redo is not None and int(fields[0]) >= first_line_to_redo:
+            break
+        kept.append(line)
+        failures[fields[3]] += 1
+    report.write_text("".join(kept), encoding="utf-8")
+    return failures
