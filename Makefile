@@ -59,10 +59,13 @@ bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by sid
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden
 
-demo: $(VENV)/.installed ## Pack the bundled examples/ end to end
-	@echo "make demo: packing arrives with 'rec pack' (issue 4); for now it shows the tool runs:"
-	$(BIN)/rec --version
-	$(BIN)/python examples/recordio_quickstart.py
+DEMO := build/demo
+
+demo: $(VENV)/.installed ## List and pack the bundled examples/ images end to end (in build/demo)
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	cd $(DEMO) && $(CURDIR)/$(BIN)/rec list $(CURDIR)/examples/example --recursive
+	cd $(DEMO) && $(CURDIR)/$(BIN)/rec pack --pass-through --pack-label --num-workers 2
+	$(BIN)/python examples/recordio_quickstart.py $(DEMO)
 
 clean: ## Remove virtualenvs, caches and build files
 	rm -rf $(VENV) $(MX_VENV) $(ALT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -18,3 +18,16 @@ def test_recordio_quickstart(tmp_path: Path) -> None:
     )
     assert "8 records; first has flag=2" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.idx", "demo.rec"]
+
+
+def test_bundled_example_images_list_and_pack(tmp_path: Path) -> None:
+    """What `make demo` does, checked: 15 images in 3 classes, packed."""
+    import json
+
+    from im2rec.listing import ListOptions, make_lists
+    from im2rec.packing import PackOptions, pack_list
+
+    make_lists(ROOT / "examples" / "example", tmp_path / "example", ListOptions(recursive=True))
+    result = pack_list(tmp_path / "example.lst", PackOptions(pass_through=True, pack_label=True))
+    assert result.records == 15 and not result.failures
+    assert json.loads(result.manifest.read_text())["records"] == 15
