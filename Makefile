@@ -55,6 +55,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios)
 	$(BIN)/python bench/bench_recordio.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_list.py --mx-python $(MX_VENV)/bin/python
+	$(BIN)/python bench/bench_pack.py --mx-python $(MX_VENV)/bin/python
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden

@@ -84,7 +84,7 @@ class LocalExecutor:
     import once, in the fork server, so each worker starts in milliseconds.
     """
 
-    def __init__(self, workers: int, *, chunk: int = 8, preload: Sequence[str] = ()):
+    def __init__(self, workers: int, *, chunk: int = 16, preload: Sequence[str] = ()):
         self.workers = workers
         self.chunk = chunk
         self.preload = list(preload)
@@ -110,6 +110,14 @@ class LocalExecutor:
             self._pools[kind] = pool
         return pool
 
+    def start(self, *, io_bound: bool = False) -> None:
+        """Start the workers now (they import while the caller does its own
+        setup) instead of at the first ``map_ordered``."""
+        if self.workers > 1:
+            pool = self._get_pool("threads" if io_bound else "processes")
+            for future in [pool.submit(int) for _ in range(self.workers)]:
+                future.add_done_callback(lambda _f: None)
+
     def map_ordered(
         self, fn: Callable[[T], R], items: Sequence[T], *, io_bound: bool = False
     ) -> Iterator[R]:
@@ -120,7 +128,9 @@ class LocalExecutor:
         kind: Kind = "threads" if io_bound else "processes"
         pool = self._get_pool(kind)
         size = self.chunk if kind == "processes" else 1
-        window = self.workers * (3 if kind == "processes" else 4)
+        # Every worker busy plus a couple of tasks queued: enough to never
+        # starve, and memory stays at about (workers + 2) x chunk records.
+        window = self.workers + 2 if kind == "processes" else self.workers * 4
         pending: deque[Future[list[R]]] = deque()
         try:
             for i in range(0, len(items), size):

@@ -221,7 +221,7 @@ def pack_list(
     result.dropped_labels = 0 if options.pack_label else sum(len(i.labels) > 1 for i in items)
     writer = IndexedRecordWriter(
         files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
-        append=bool(start), hashing=True, existing_keys=keys,
+        append=bool(start), hashing=True, check_keys=False,  # read_lst refused duplicates
     )  # fmt: skip
     t0 = time.perf_counter()
     with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:

@@ -107,6 +107,7 @@ def pack_command(
         )  # fmt: skip
         lists = find_lists(list(targets))
         executor = LocalExecutor(num_workers, preload=["im2rec.packing"])
+        executor.start(io_bound=options.pass_through)  # workers start while the lists are read
         with executor, progress_bar(quiet=quiet or as_json) as bar:
             for lst in lists:
                 track = bar.track(lst.name, total=0)

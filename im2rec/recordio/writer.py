@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,6 +74,9 @@ class _Output:
         self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.pending: list[Any] = []  # bytes, or str lines for a text output
         self.hasher = hashlib.sha256() if hashing else None
+        # SHA-256 runs in one background thread (hashlib releases the GIL), in
+        # write order, so hashing a large .rec overlaps the reading and writing.
+        self._hashing = ThreadPoolExecutor(1, "im2rec-sha256") if hashing else None
         if self.hasher is not None and self.size:
             with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -87,16 +91,22 @@ class _Output:
             return
         joined = "".join(self.pending).encode() if self.text else b"".join(self.pending)
         self.pending.clear()
-        if self.hasher is not None:
-            self.hasher.update(joined)
+        if self._hashing is not None and self.hasher is not None:
+            self._hashing.submit(self.hasher.update, joined)
         view = memoryview(joined)
         while view:
             view = view[os.write(self.fd, view) :]
+
+    def _stop_hashing(self) -> None:
+        if self._hashing is not None:
+            self._hashing.shutdown(wait=True)  # every queued update is applied
+            self._hashing = None
 
     def finish(self) -> None:
         if self.fd is None:
             return
         self.flush()
+        self._stop_hashing()
         os.close(self.fd)
         self.fd = None
         if self.atomic:
@@ -110,12 +120,14 @@ class _Output:
         except OSError:
             self.pending.clear()
         finally:
+            self._stop_hashing()
             if self.fd is not None:
                 os.close(self.fd)
                 self.fd = None
 
     def discard(self) -> None:
         self.pending.clear()
+        self._stop_hashing()
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -274,6 +286,7 @@ class IndexedRecordWriter(RecordWriter):
         append: bool = False,
         hashing: bool = False,
         existing_keys: Iterable[Any] = (),
+        check_keys: bool = True,
     ):
         super().__init__(rec, atomic=atomic, temp=temp, append=append, hashing=hashing)
         idx_path = default_index_path(rec) if idx is None else idx
@@ -286,7 +299,9 @@ class IndexedRecordWriter(RecordWriter):
             raise
         self._idx_append = self._idx.pending.append
         self.key_type = key_type
-        self._keys: set[Any] = set(existing_keys)
+        # The set of written keys costs ~60 bytes a record; a caller whose keys
+        # are unique by construction (rec pack checks its list) can skip it.
+        self._keys: set[Any] | None = set(existing_keys) if check_keys else None
 
     @property
     def index_path(self) -> Path:
@@ -295,12 +310,14 @@ class IndexedRecordWriter(RecordWriter):
     def write_key(self, key: Any, data: bytes | bytearray | memoryview) -> int:
         """Append one record under ``key``; return its offset."""
         key = self.key_type(key)
-        if key in self._keys:
+        keys = self._keys
+        if keys is not None and key in keys:
             raise DuplicateKeyError(
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
         pos = self.write(data)
-        self._keys.add(key)
+        if keys is not None:
+            keys.add(key)
         self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
         return pos
 
