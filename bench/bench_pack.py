@@ -121,7 +121,9 @@ def main() -> None:
             (work / name / "images.lst").write_bytes(lst.read_bytes())
         floor = read_floor(work / "images", args.repeat)
         mx_import = best([mx_python, "-c", "import mxnet, cv2"], work, args.repeat)
-        our_import = best([sys.executable, "-c", "import im2rec.cli, im2rec.packing"], work, args.repeat)
+        our_import = best(
+            [sys.executable, "-c", "import im2rec.cli, im2rec.packing"], work, args.repeat
+        )
 
         def im2rec(*extra: str) -> float:
             cmd = [
