@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -96,16 +97,11 @@ class LocalExecutor:
             if kind == "threads":
                 pool = ThreadPoolExecutor(self.workers, thread_name_prefix="im2rec")
             else:
-                # forkserver (or spawn), not fork: the parent may run a progress
-                # thread, and forking a threaded process can deadlock.
-                methods = multiprocessing.get_all_start_methods()
-                ctx = multiprocessing.get_context(
-                    "forkserver" if "forkserver" in methods else "spawn"
-                )
-                if ctx.get_start_method() == "forkserver" and self.preload:
-                    ctx.set_forkserver_preload(self.preload)
                 pool = ProcessPoolExecutor(
-                    self.workers, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(),)
+                    self.workers,
+                    mp_context=self._process_context(),
+                    initializer=_init_worker,
+                    initargs=(os.getpid(),),
                 )
             self._pools[kind] = pool
         return pool
@@ -117,6 +113,21 @@ class LocalExecutor:
             pool = self._get_pool("threads" if io_bound else "processes")
             for future in [pool.submit(int) for _ in range(self.workers)]:
                 future.add_done_callback(lambda _f: None)
+
+    def _process_context(self) -> multiprocessing.context.BaseContext:
+        # fork is fastest (workers inherit the imported modules) but only safe
+        # while this process has a single thread: ProcessPoolExecutor forks all
+        # its workers before it starts its own manager thread. Otherwise use a
+        # fork server (with the modules preloaded once), or spawn.
+        methods = multiprocessing.get_all_start_methods()
+        if "fork" in methods and sys.platform == "linux" and threading.active_count() == 1:
+            return multiprocessing.get_context("fork")
+        if "forkserver" in methods:
+            ctx = multiprocessing.get_context("forkserver")
+            if self.preload:
+                ctx.set_forkserver_preload(self.preload)
+            return ctx
+        return multiprocessing.get_context("spawn")
 
     def map_ordered(
         self, fn: Callable[[T], R], items: Sequence[T], *, io_bound: bool = False
