@@ -13,6 +13,7 @@ import click
 
 from .. import __version__
 from .common import EXIT_INTERRUPTED, handle_errors
+from .inspect_cmd import index_command, info_command, verify_command
 from .list_cmd import list_command
 from .pack_cmd import pack_command
 
@@ -57,3 +58,6 @@ def main() -> None:
 
 main.add_command(list_command)
 main.add_command(pack_command)
+main.add_command(index_command)
+main.add_command(verify_command)
+main.add_command(info_command)

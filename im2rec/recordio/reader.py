@@ -89,6 +89,10 @@ class RecordReader:
             data, pos = read_record(buf, pos, end, self.name)
             yield data
 
+    def mapping(self) -> tuple[mmap.mmap | bytes, int]:
+        """The mapped file and its size, for code that walks frames itself."""
+        return self._ensure_open(), self._size
+
     def heads(self) -> Iterator[tuple[int, int]]:
         """``(offset, next_offset)`` of every record, reading only headers."""
         return iter_heads(self._ensure_open(), self._size, self.name)

@@ -1,0 +1,165 @@
+"""``im2rec PREFIX ROOT [options]``: MXNet's tools/im2rec.py command line, on
+the ``rec list`` / ``rec pack`` pipelines.
+
+The arguments are im2rec.py's, parsed the same way (argparse, ``--exts`` takes
+several values), with the same defaults (spec §3.1), so existing scripts only
+change the command name. The files are the same: ``--list`` writes the same
+``.lst`` entries (and prints the class map the way im2rec.py did); otherwise
+every ``PREFIX*.lst`` beside PREFIX is packed into ``.rec``/``.idx`` with the
+same record headers and order. Where im2rec.py ignored an option (image
+options with ``--pass-through``, ``--test-ratio`` when ``--train-ratio`` is 1)
+this does too, with a note. Differences: ``--num-thread`` defaults to the
+number of CPUs (the output is the same for any count), a bad image is skipped
+and reported in every mode, and the sidecar files of ``rec list``/``rec pack``
+(class map, run record, manifest) are written too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import Im2RecError
+from ..executors import LocalExecutor, default_workers
+from ..listing import ListOptions, make_lists
+from ..packing import PackOptions, pack_list
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="im2rec",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Create an image list or make a record database by reading from an image "
+        "list (MXNet's im2rec.py command line, without MXNet).",
+    )
+    p.add_argument("prefix", help="prefix of input/output lst and rec files.")
+    p.add_argument("root", help="path to folder containing images.")
+    c = p.add_argument_group("Options for creating image lists")
+    c.add_argument("--list", action="store_true", help="create image list(s) instead of records")
+    c.add_argument("--exts", nargs="+", default=[".jpeg", ".jpg", ".png"], help="image extensions")
+    c.add_argument("--chunks", type=int, default=1, help="number of chunks.")
+    c.add_argument("--train-ratio", type=float, default=1.0, help="ratio of images for training.")
+    c.add_argument("--test-ratio", type=float, default=0, help="ratio of images for testing.")
+    c.add_argument("--recursive", action="store_true", help="one label per subfolder")
+    c.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep walk order")
+    r = p.add_argument_group("Options for creating database")
+    r.add_argument("--pass-through", action="store_true", help="store the image files as they are")
+    r.add_argument("--resize", type=int, default=0, help="shorter edge of the image, 0 to keep")
+    r.add_argument("--center-crop", action="store_true", help="crop the centred square first")
+    r.add_argument("--quality", type=int, default=95, help="JPEG quality, or PNG compression 0-9")
+    r.add_argument("--num-thread", type=int, default=default_workers(), help="worker processes")
+    r.add_argument(
+        "--color", type=int, default=1, choices=[-1, 0, 1], help="1 colour, 0 gray, -1 unchanged"
+    )
+    r.add_argument(
+        "--encoding", type=str, default=".jpg", choices=[".jpg", ".png"], help="image encoding"
+    )
+    r.add_argument(
+        "--pack-label", action="store_true", help="pack every label of multi-label lines"
+    )
+    return p
+
+
+def _note(text: str) -> None:
+    print(f"im2rec: {text}", file=sys.stderr)
+
+
+def _make_list(args: argparse.Namespace) -> None:
+    test_ratio = args.test_ratio
+    if args.train_ratio == 1.0 and test_ratio:
+        _note("--test-ratio is ignored when --train-ratio is 1 (as in im2rec.py)")
+        test_ratio = 0.0
+    options = ListOptions(
+        recursive=args.recursive, exts=tuple(args.exts), chunks=args.chunks,
+        train_ratio=args.train_ratio, test_ratio=test_ratio, shuffle=args.shuffle,
+    )  # fmt: skip
+    result = make_lists(args.root, args.prefix, options)
+    if args.recursive:  # im2rec.py printed the class map; scripts may read it
+        for label, folder in enumerate(result.scan.classes):
+            print(folder, label)
+    _note(
+        f"hint: the same with rec: rec list {args.root} -o {args.prefix}"
+        + (" --recursive" if args.recursive else "")
+    )
+
+
+def _pack_options(args: argparse.Namespace) -> PackOptions:
+    if args.pass_through:
+        ignored = [
+            flag for flag, value, default in (
+                ("--resize", args.resize, 0), ("--center-crop", args.center_crop, False),
+                ("--quality", args.quality, 95), ("--encoding", args.encoding, ".jpg"),
+                ("--color", args.color, 1),
+            ) if value != default
+        ]  # fmt: skip
+        if ignored:
+            _note(f"{', '.join(ignored)} ignored with --pass-through (as in im2rec.py)")
+        return PackOptions(pass_through=True, pack_label=args.pack_label)
+    return PackOptions(
+        pack_label=args.pack_label, resize=args.resize, center_crop=args.center_crop,
+        quality=args.quality, encoding=args.encoding, color=args.color,
+    )  # fmt: skip
+
+
+def _lists_for(prefix: str) -> tuple[str, list[str]]:
+    # im2rec.py: every file in the working folder whose absolute path starts
+    # with PREFIX and ends with .lst (here sorted, for a stable order).
+    working_dir = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+    names = sorted(os.listdir(working_dir))
+    lists = [
+        os.path.join(working_dir, n) for n in names
+        if os.path.join(working_dir, n).startswith(prefix) and n.endswith(".lst")
+        and os.path.isfile(os.path.join(working_dir, n))
+    ]  # fmt: skip
+    return working_dir, lists
+
+
+def _pack(args: argparse.Namespace) -> int:
+    options = _pack_options(args)
+    working_dir, lists = _lists_for(args.prefix)
+    if not lists:
+        print(f"Did not find and list file with prefix {args.prefix}")  # im2rec.py's words
+        return 0
+    with LocalExecutor(max(1, args.num_thread), preload=["im2rec.packing"]) as executor:
+        executor.start(io_bound=options.pass_through)
+        for lst in lists:
+            print(f"Creating .rec file from {lst} in {working_dir}")
+            result = pack_list(lst, options, root=args.root, executor=executor)
+            if result.failure_report:
+                _note(
+                    f"{sum(result.failures.values()):,} image(s) skipped; "
+                    f"see {result.failure_report}"
+                )
+    flags = [
+        f
+        for f, on in (("--pass-through", args.pass_through), ("--pack-label", args.pack_label))
+        if on
+    ]
+    _note(f"hint: the same with rec: rec pack {args.prefix} --root {args.root} " + " ".join(flags))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    args.prefix = os.path.abspath(args.prefix)
+    args.root = os.path.abspath(args.root)
+    try:
+        if args.list:
+            _make_list(args)
+            code = 0
+        else:
+            code = _pack(args)
+    except Im2RecError as exc:
+        print(f"im2rec: error: {exc}", file=sys.stderr)
+        code = getattr(exc, "exit_code", 1)
+    except KeyboardInterrupt:
+        print("im2rec: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

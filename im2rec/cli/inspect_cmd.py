@@ -1,0 +1,122 @@
+"""``rec index``, ``rec verify`` and ``rec info``: looking inside a ``.rec``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..atomic import AtomicGroup
+from ..inspection import rebuild_index, summarise, verify
+from ..recordio.index import format_index_line
+from .common import err_console, handle_errors, out_console
+
+__all__ = ["index_command", "info_command", "verify_command"]
+
+REC = click.Path(exists=True, dir_okay=False)
+
+
+@click.command("index")
+@click.argument("rec", type=REC)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="[default: REC with .idx]")
+@click.option(
+    "--keys",
+    type=click.Choice(["seq", "id"]),
+    default="seq",
+    show_default=True,
+    help="seq: 0..N-1 like rec2idx.py; id: each record's header id, as im2rec.py writes.",
+)
+@click.option(
+    "--recover", is_flag=True, help="Skip damaged stretches and index the records around them."
+)
+def index_command(rec: str, output: str | None, keys: str, recover: bool) -> None:
+    """Rebuild the .idx of a .rec by walking its records.
+
+    \b
+    Examples:
+      rec index train.rec                 # train.idx, keys 0..N-1
+      rec index train.rec --keys id       # keys = header ids, as im2rec.py
+      rec index damaged.rec --recover -o damaged.idx
+    """
+    target = Path(output) if output else Path(rec).with_suffix(".idx")
+    with handle_errors():
+        index, damages = rebuild_index(rec, keys="id" if keys == "id" else "seq", recover=recover)
+        with AtomicGroup() as group:
+            group.write_text(
+                target, "".join(map(format_index_line, index.key_list(), index.offsets.tolist()))
+            )
+    for d in damages:
+        err_console().print(f"skipped bytes {d.offset:,} to {d.end:,}: {d.reason}", markup=False)
+    click.echo(
+        f"{target}: {len(index):,} records indexed"
+        + (f", {len(damages)} damaged stretch(es) skipped" if damages else "")
+    )
+
+
+@click.command("verify")
+@click.argument("rec", type=REC)
+@click.option(
+    "--idx",
+    type=click.Path(exists=True, dir_okay=False),
+    help="[default: REC with .idx, if present]",
+)
+@click.option("--decode", is_flag=True, help="Also decode every image.")
+@click.option(
+    "--manifest",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A pack manifest (NAME.pack.json) whose SHA-256s must match.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def verify_command(
+    rec: str, idx: str | None, decode: bool, manifest: str | None, as_json: bool
+) -> None:
+    """Check a .rec: every frame, its .idx, optionally its images and manifest.
+
+    Exits 0 only when everything holds; each problem is reported with its
+    byte offset (and key when known).
+
+    \b
+    Examples:
+      rec verify train.rec
+      rec verify train.rec --decode --manifest train.pack.json --json
+    """
+    with handle_errors():
+        result = verify(rec, idx, decode=decode, manifest=manifest)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    else:
+        console = out_console()
+        for p in result.problems:
+            where = f"byte {p.offset:,}" if p.offset is not None else "file"
+            key = f", key {p.key}" if p.key is not None else ""
+            console.print(f"[red]problem[/] at {where}{key}: {p.message}")
+        status = "OK" if result.ok else f"{len(result.problems)} problem(s)"
+        console.print(
+            f"{result.path}: {result.records:,} records, {result.bytes:,} bytes: {status}",
+            markup=False,
+        )
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@click.command("info")
+@click.argument("rec", type=REC)
+@click.option("--full", is_flag=True, help="Open every image, not a sample of 200.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def info_command(rec: str, full: bool, as_json: bool) -> None:
+    """Summarise a .rec: records, labels, ids, image formats and sizes, index.
+
+    \b
+    Examples:
+      rec info train.rec
+      rec info train.rec --full --json
+    """
+    with handle_errors():
+        info = summarise(rec, sample=None if full else 200)
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    console = out_console()
+    for key, value in info.items():
+        console.print(f"{key:>15}: {value}", markup=False, highlight=False)

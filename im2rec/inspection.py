@@ -1,0 +1,340 @@
+"""Looking inside a ``.rec``: rebuild its index, verify it, summarise it.
+
+All three walk the file's frame headers over a read-only memory map, without
+copying payloads, so a multi-GB file is streamed at close to disk speed with
+memory that grows only with the record count (one int64 offset each). With
+``recover`` a damaged stretch is skipped: the walk moves on to the next
+4-aligned magic word whose length word is plausible, and reports the skipped
+byte range.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import mmap
+import os
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import Im2RecError, RecordFormatError
+from .recordio import RecordIndex, RecordReader, load_index, read_record, unpack
+from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
+
+__all__ = [
+    "Damage",
+    "Problem",
+    "VerifyResult",
+    "rebuild_index",
+    "summarise",
+    "verify",
+    "walk_records",
+]
+
+_WORDS = struct.Struct("<II")
+_HEADER = struct.Struct("<IfQQ")
+Progress = Callable[[int, int], None]  # (bytes walked, file size)
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A stretch ``[offset, end)`` that holds no readable record."""
+
+    offset: int
+    end: int
+    reason: str
+
+
+def _next_head(buf: bytes | mmap.mmap, start: int, size: int) -> int:
+    """The next aligned offset that looks like a record head, or ``size``."""
+    pos = start + (-start % 4)
+    while pos + 8 <= size:
+        hit = buf.find(MAGIC_BYTES, pos)
+        if hit == -1:
+            break
+        if hit % 4 == 0:
+            _, lrec = _WORDS.unpack_from(buf, hit)
+            if lrec >> 29 in (0, 1) and hit + 8 + (lrec & LENGTH_MASK) <= size:
+                return hit
+        pos = hit + (4 - hit % 4 if hit % 4 else 4)
+    return size
+
+
+def walk_records(
+    reader: RecordReader, *, recover: bool = False
+) -> Iterator[tuple[int, int] | Damage]:
+    """``(offset, next_offset)`` for every record in file order; with
+    ``recover``, a :class:`Damage` for each unreadable stretch instead of an
+    error."""
+    buf, size = reader.mapping()
+    pos = 0
+    while pos < size:
+        try:
+            for head, nxt in iter_heads(buf, size, reader.name, start=pos):
+                yield head, nxt
+                pos = nxt
+            return
+        except RecordFormatError as exc:
+            if not recover:
+                raise
+            resume = _next_head(buf, pos + 4, size)
+            yield Damage(pos, resume, str(exc).split(": ", 1)[-1])
+            pos = resume
+
+
+def _header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:
+    """The image-record header of the record at ``head``, reading only the
+    header (and its labels) when the record is not split."""
+    _, lrec = _WORDS.unpack_from(buf, head)
+    length = lrec & LENGTH_MASK
+    if lrec >> 29 == 0 and length >= _HEADER.size:
+        flag = _HEADER.unpack_from(buf, head + 8)[0]
+        return unpack(buf[head + 8 : head + 8 + min(length, _HEADER.size + 4 * flag)])[0]
+    return unpack(read_record(buf, head, nxt, name)[0])[0]
+
+
+def rebuild_index(
+    path: str | os.PathLike[str],
+    *,
+    keys: Literal["seq", "id"] = "seq",
+    recover: bool = False,
+) -> tuple[RecordIndex, list[Damage]]:
+    """Index a ``.rec``: keys 0..N-1 (``seq``, like rec2idx.py) or each
+    record's header id (``id``, what im2rec.py writes)."""
+    reader = RecordReader(path)
+    buf, _ = reader.mapping()
+    offsets: list[int] = []
+    ids: list[int] = []
+    damages: list[Damage] = []
+    for item in walk_records(reader, recover=recover):
+        if isinstance(item, Damage):
+            damages.append(item)
+            continue
+        offsets.append(item[0])
+        if keys == "id":
+            try:
+                ids.append(int(_header_at(buf, item[0], item[1], reader.name).id))
+            except RecordFormatError as exc:
+                raise Im2RecError(f"{exc}; index it with --keys seq instead") from None
+    if keys == "id" and len(set(ids)) != len(ids):
+        dup = next(k for k, n in Counter(ids).items() if n > 1)
+        raise Im2RecError(
+            f"{reader.name}: header id {dup} appears in more than one record; use --keys seq"
+        )
+    key_array = np.arange(len(offsets), dtype=np.int64) if keys == "seq" else ids
+    index = RecordIndex(key_array, np.asarray(offsets, dtype=np.int64), f"{reader.name} (rebuilt)")
+    return index, damages
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, where it is."""
+
+    offset: int | None
+    key: Any
+    message: str
+
+
+@dataclass
+class VerifyResult:
+    path: str
+    bytes: int
+    records: int = 0
+    indexed: int | None = None
+    decoded: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "bytes": self.bytes, "records": self.records,
+            "indexed": self.indexed, "decoded": self.decoded, "ok": self.ok,
+            "problems": [vars(p) for p in self.problems],
+        }  # fmt: skip
+
+
+def verify(
+    path: str | os.PathLike[str],
+    idx: str | os.PathLike[str] | None = None,
+    *,
+    decode: bool = False,
+    manifest: str | os.PathLike[str] | None = None,
+    on_progress: Progress | None = None,
+) -> VerifyResult:
+    """Check every frame, the ``.idx`` (if there is one, or ``idx``), the
+    images (``decode``) and a pack manifest's SHA-256s (``manifest``)."""
+    reader = RecordReader(path)
+    buf, size = reader.mapping()
+    result = VerifyResult(reader.name, size)
+    heads: list[int] = []
+    for item in walk_records(reader, recover=True):
+        if isinstance(item, Damage):
+            result.problems.append(
+                Problem(
+                    item.offset,
+                    None,
+                    f"{item.reason} (bytes {item.offset:,} to {item.end:,} skipped)",
+                )
+            )
+            continue
+        heads.append(item[0])
+        if decode:
+            _check_image(buf, item, reader.name, result)
+        if on_progress is not None and len(heads) % 4096 == 0:
+            on_progress(item[1], size)
+    result.records = len(heads)
+    index_path = Path(idx) if idx is not None else Path(reader.name).with_suffix(".idx")
+    if idx is not None or index_path.exists():
+        _check_index(index_path, np.asarray(heads, dtype=np.int64), size, result)
+    if manifest is not None:
+        _check_manifest(Path(manifest), buf, index_path, result)
+    if on_progress is not None:
+        on_progress(size, size)
+    return result
+
+
+def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyResult) -> None:
+    from PIL import Image, UnidentifiedImageError
+
+    from .imaging import DECODE_ERRORS
+
+    head, key = item[0], None
+    try:
+        header, payload = unpack(read_record(buf, head, item[1], name)[0])
+        key = header.id
+        with Image.open(io.BytesIO(payload)) as im:
+            im.load()
+        result.decoded += 1
+    except UnidentifiedImageError:
+        result.problems.append(Problem(head, key, "the payload is not an image Pillow can read"))
+    except (RecordFormatError, *DECODE_ERRORS) as exc:
+        result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
+
+
+def _check_index(path: Path, heads: np.ndarray, size: int, result: VerifyResult) -> None:
+    try:
+        index = load_index(path)
+    except Im2RecError as exc:
+        result.problems.append(Problem(None, None, str(exc)))
+        return
+    result.indexed = len(index)
+    offsets = index.offsets
+    bad = np.flatnonzero(~np.isin(offsets, heads))
+    for i in bad[:20]:
+        off = int(offsets[i])
+        where = "past the end of the file" if off + 8 > size else "not the start of a record"
+        result.problems.append(
+            Problem(off, index.key_list()[i], f"{path.name}: offset {off:,} is {where}")
+        )
+    if len(bad) > 20:
+        result.problems.append(
+            Problem(
+                None, None, f"{path.name}: {len(bad) - 20:,} more offsets are not record starts"
+            )
+        )
+    if len(index) != len(heads):
+        result.problems.append(
+            Problem(
+                None,
+                None,
+                f"{path.name} lists {len(index):,} records, the file holds {len(heads):,}",
+            )
+        )
+
+
+def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyResult) -> None:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        expected = {"rec": manifest["rec"]["sha256"], "idx": manifest["idx"]["sha256"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        result.problems.append(Problem(None, None, f"{path}: not a pack manifest ({exc})"))
+        return
+    digest = hashlib.sha256()
+    for start in range(0, result.bytes, 1 << 24):
+        digest.update(buf[start : start + (1 << 24)])
+    actual = {"rec": digest.hexdigest(), "idx": hashlib.sha256(index_path.read_bytes()).hexdigest()}
+    for kind in ("rec", "idx"):
+        if actual[kind] != expected[kind]:
+            result.problems.append(
+                Problem(
+                    None,
+                    None,
+                    f"the .{kind}'s SHA-256 differs from {path.name}: "
+                    "the file changed since it was packed",
+                )
+            )
+    if manifest.get("records") not in (None, result.records):
+        result.problems.append(
+            Problem(
+                None,
+                None,
+                f"{path.name} says {manifest['records']:,} records, "
+                f"the file holds {result.records:,}",
+            )
+        )
+
+
+def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict[str, Any]:
+    """Counts, labels, ids, image formats and sizes (from ``sample`` records
+    spread over the file, or all with ``sample=None``), split records, index."""
+    reader = RecordReader(path)
+    buf, size = reader.mapping()
+    records = [r for r in walk_records(reader) if not isinstance(r, Damage)]
+    flags: Counter[int] = Counter()
+    labels: Counter[float] = Counter()
+    ids: list[int] = []
+    split = 0
+    for head, nxt in records:
+        split += _WORDS.unpack_from(buf, head)[1] >> 29 == 1
+        header = _header_at(buf, head, nxt, reader.name)
+        flags[header.flag] += 1
+        if header.flag == 0:
+            labels[header.label] += 1
+        ids.append(header.id)
+    step = 1 if sample is None or len(records) <= sample else len(records) / sample
+    formats: Counter[str] = Counter()
+    widths, heights = [], []
+    from PIL import Image
+
+    for i in np.unique((np.arange(0, len(records), step)).astype(int)) if records else []:
+        head, nxt = records[i]
+        try:
+            with Image.open(
+                io.BytesIO(unpack(read_record(buf, head, nxt, reader.name)[0])[1])
+            ) as im:
+                formats[im.format or "?"] += 1
+                widths.append(im.width)
+                heights.append(im.height)
+        except Exception:  # noqa: BLE001 - a summary counts what it cannot read
+            formats["not an image"] += 1
+    index_path = Path(reader.name).with_suffix(".idx")
+    agrees = None
+    if index_path.exists():
+        try:
+            index = load_index(index_path)
+            agrees = sorted(index.offsets.tolist()) == [r[0] for r in records]
+        except Im2RecError:
+            agrees = False
+    return {
+        "path": reader.name, "bytes": size, "records": len(records), "split_records": split,
+        "label_width": {str(k): v for k, v in sorted(flags.items())},
+        "labels": (
+            {f"{k:g}": v for k, v in sorted(labels.items())}
+            if len(labels) <= 1000 else {"distinct": len(labels)}
+        ),
+        "ids": [min(ids), max(ids)] if ids else None,
+        "images_sampled": sum(formats.values()), "formats": dict(formats),
+        "width": [min(widths), max(widths)] if widths else None,
+        "height": [min(heights), max(heights)] if heights else None,
+        "index": {"path": str(index_path), "exists": index_path.exists(), "agrees": agrees},
+    }  # fmt: skip

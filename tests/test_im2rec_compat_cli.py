@@ -1,0 +1,68 @@
+"""The ``im2rec`` drop-in command (im2rec.py's command line)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from im2rec.cli.im2rec_compat import main
+from im2rec.recordio import IndexedRecordReader, unpack
+
+from .conftest import photo
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for c in ("a", "b"):
+        for i in range(5):
+            (tmp_path / "imgs" / c).mkdir(parents=True, exist_ok=True)
+            photo(30 + i, 20 + i, i).save(tmp_path / "imgs" / c / f"{i}.jpg")
+    return tmp_path
+
+
+def run(*args: str) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    return int(exit_info.value.code or 0)
+
+
+def test_list_then_pack(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix, root = str(tree / "data"), str(tree / "imgs")
+    assert run(prefix, root, "--list", "--recursive", "--train-ratio", "0.8") == 0
+    out = capsys.readouterr()
+    assert out.out == "a 0\nb 1\n"  # the class map, printed as im2rec.py did
+    assert "hint: the same with rec: rec list" in out.err
+    assert (
+        run(prefix, root, "--pass-through", "--pack-label", "--num-thread", "2", "--resize", "64")
+        == 0
+    )
+    out = capsys.readouterr()
+    assert f"Creating .rec file from {prefix}_train.lst in {tree}" in out.out
+    assert "--resize ignored with --pass-through (as in im2rec.py)" in out.err
+    reader = IndexedRecordReader(tree / "data_train.rec")
+    assert len(reader) == 8 and all(unpack(reader.read_key(k))[0].id == k for k in reader.keys)
+    assert (tree / "data_val.rec").exists()
+
+
+def test_nothing_to_pack(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(str(tree / "nothing"), str(tree / "imgs")) == 0
+    assert capsys.readouterr().out == f"Did not find and list file with prefix {tree / 'nothing'}\n"
+
+
+def test_errors(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(str(tree / "d"), str(tree / "missing"), "--list") == 1
+    assert "im2rec: error: " in capsys.readouterr().err
+    assert run(str(tree / "d"), str(tree / "imgs"), "--list", "--chunks", "0") == 1
+    assert "--chunks must be at least 1" in capsys.readouterr().err
+    assert run(str(tree / "d"), str(tree / "imgs"), "--color", "5") == 2  # argparse's own check
+
+
+def test_console_script(tree: Path) -> None:
+    script = Path(sys.executable).with_name("im2rec")
+    if not script.exists():
+        pytest.skip("the im2rec console script is not installed in this environment")
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
+    assert "--pass-through" in done.stdout and "--num-thread" in done.stdout

@@ -1,0 +1,151 @@
+"""rec index / verify / info: damage found at its offset, indexes rebuilt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from im2rec.cli import main
+from im2rec.errors import RecordFormatError
+from im2rec.inspection import Damage, rebuild_index, summarise, verify, walk_records
+from im2rec.packing import PackOptions, pack_list
+from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
+from im2rec.recordio.framing import MAGIC_BYTES
+
+from .conftest import photo, write_lst
+
+
+@pytest.fixture
+def packed(tmp_path: Path) -> Path:
+    root = tmp_path / "p"
+    root.mkdir()
+    names = []
+    for i in range(30):
+        photo(20 + i, 16 + i % 7, i).save(root / f"{i}.jpg")
+        names.append(f"{i}.jpg")
+    lst = write_lst(tmp_path / "p.lst", names)
+    # keys in an order unlike the file order, as im2rec.py's shuffled lists give
+    lst.write_text(
+        "".join(
+            f"{(i * 7) % 30}\t{line.split(chr(9), 1)[1]}"
+            for i, line in enumerate(lst.read_text().splitlines(True))
+        )
+    )
+    pack_list(lst, PackOptions(pass_through=True))
+    return tmp_path / "p.rec"
+
+
+def test_rebuilt_index_equals_the_written_one(packed: Path) -> None:
+    written = packed.with_suffix(".idx").read_text()
+    index, damages = rebuild_index(packed, keys="id")
+    assert damages == []
+    assert (
+        "".join(
+            f"{k}\t{o}\n" for k, o in zip(index.key_list(), index.offsets.tolist(), strict=True)
+        )
+        == written
+    )
+    seq, _ = rebuild_index(packed)
+    assert seq.key_list() == list(range(30)) and seq.offsets.tolist() == index.offsets.tolist()
+
+
+def test_verify_a_good_file(packed: Path) -> None:
+    result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
+    assert result.ok and result.records == 30 and result.indexed == 30 and result.decoded == 30
+
+
+def corrupt(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_flipped_header_is_reported_at_its_offset(packed: Path) -> None:
+    offsets = rebuild_index(packed)[0].offsets.tolist()
+    corrupt(packed, offsets[5], b"\x00\x00\x00\x00")
+    result = verify(packed)
+    messages = [(p.offset, p.message) for p in result.problems]
+    assert messages[0][0] == offsets[5] and "no record starts at byte" in messages[0][1]
+    assert f"bytes {offsets[5]:,} to {offsets[6]:,} skipped" in messages[0][1]
+    assert any(
+        p.offset == offsets[5] and "not the start of a record" in p.message for p in result.problems
+    )
+    with pytest.raises(RecordFormatError, match=f"no record starts at byte {offsets[5]:,}"):
+        rebuild_index(packed)
+    index, damages = rebuild_index(packed, recover=True)
+    assert len(index) == 29 and damages == [Damage(offsets[5], offsets[6], damages[0].reason)]
+
+
+def test_truncated_file(packed: Path) -> None:
+    data = packed.read_bytes()
+    packed.write_bytes(data[:-100])
+    result = verify(packed)
+    assert not result.ok
+    assert "truncated inside a" in result.problems[0].message
+    assert any("lists 30 records, the file holds 29" in p.message for p in result.problems)
+
+
+def test_idx_from_another_file(packed: Path, tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "other.rec") as w:
+        for i in range(30):
+            w.write_key(i, b"x" * (i * 3 + 1))
+    result = verify(packed, tmp_path / "other.idx")
+    assert not result.ok and any(
+        "is not the start of a record" in p.message for p in result.problems
+    )
+
+
+def test_changed_payload_fails_the_manifest_and_decode(packed: Path) -> None:
+    offsets = rebuild_index(packed)[0].offsets.tolist()
+    corrupt(packed, offsets[3] + 8 + 24 + 2, b"\x00" * 200)  # inside the JPEG data
+    result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
+    assert any("the .rec's SHA-256 differs" in p.message for p in result.problems)
+
+
+def test_recover_walks_around_garbage(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "g.rec") as w:
+        for i in range(5):
+            w.write_key(i, pack((0, i, i, 0), b"payload" * 10 + MAGIC_BYTES))
+    data = bytearray((tmp_path / "g.rec").read_bytes())
+    data[100:140] = b"\xff" * 40  # the tail of record 0 (108 bytes) and the head of record 1
+    (tmp_path / "g.rec").write_bytes(bytes(data))
+    items = list(walk_records(RecordReader(tmp_path / "g.rec"), recover=True))
+    damages = [i for i in items if isinstance(i, Damage)]
+    assert [(d.offset, d.end) for d in damages] == [(108, 216)]  # record 1, up to record 2
+    assert len([i for i in items if not isinstance(i, Damage)]) == 4
+
+
+def test_info(packed: Path) -> None:
+    info = summarise(packed)
+    assert info["records"] == 30 and info["split_records"] == 0
+    assert info["formats"] == {"JPEG": 30} and info["width"] == [20, 49]
+    assert info["labels"] == {"0": 10, "1": 10, "2": 10} and info["ids"] == [0, 29]
+    assert info["index"]["agrees"] is True
+
+
+def test_cli(packed: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["verify", str(packed)])
+    assert result.exit_code == 0 and result.output.endswith(": OK\n")
+    result = runner.invoke(main, ["info", str(packed), "--json"])
+    assert json.loads(result.output)["records"] == 30
+    packed.with_suffix(".idx").unlink()
+    result = runner.invoke(main, ["index", str(packed), "--keys", "id"])
+    assert result.exit_code == 0 and "30 records indexed" in result.output
+    corrupt(packed, 0, b"JUNK")
+    result = runner.invoke(main, ["verify", str(packed), "--json"])
+    assert result.exit_code == 1 and json.loads(result.output)["problems"][0]["offset"] == 0
+    result = runner.invoke(main, ["index", str(packed)])
+    assert (
+        result.exit_code == 1 and result.output.startswith("Error: ") and "byte 0" in result.output
+    )
+    result = runner.invoke(
+        main, ["index", str(packed), "--recover", "-o", str(packed.parent / "r.idx")]
+    )
+    assert (
+        result.exit_code == 0
+        and "29 records indexed, 1 damaged stretch(es) skipped" in result.output
+    )
