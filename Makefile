@@ -56,6 +56,7 @@ bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by sid
 	$(BIN)/python bench/bench_recordio.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_list.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_pack.py --mx-python $(MX_VENV)/bin/python
+	$(BIN)/python bench/bench_inspect.py
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden

@@ -7,15 +7,13 @@ Exit codes (documented in the README): 0 success; 1 a run-time failure (an
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from .. import __version__
 from .common import EXIT_INTERRUPTED, handle_errors
-from .inspect_cmd import index_command, info_command, verify_command
-from .list_cmd import list_command
-from .pack_cmd import pack_command
 
 __all__ = ["EXIT_INTERRUPTED", "handle_errors", "main", "version_text"]
 
@@ -36,7 +34,33 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: command name -> "module:attribute"; imported only when that command runs,
+#: so `rec verify` does not pay for Pillow and the process pool.
+COMMANDS = {
+    "index": ".inspect_cmd:index_command",
+    "info": ".inspect_cmd:info_command",
+    "list": ".list_cmd:list_command",
+    "pack": ".pack_cmd:pack_command",
+    "verify": ".inspect_cmd:verify_command",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module, attr = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module, __package__), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
@@ -54,10 +78,3 @@ def main() -> None:
       rec pack --pass-through --num-workers 8   # example.lst -> example.rec/.idx
       rec --version
     """
-
-
-main.add_command(list_command)
-main.add_command(pack_command)
-main.add_command(index_command)
-main.add_command(verify_command)
-main.add_command(info_command)

@@ -6,16 +6,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+
+if TYPE_CHECKING:  # rich is imported when output is made, not at start-up
+    from rich.console import Console
+    from rich.progress import Progress
 
 from ..errors import ConfigError, Im2RecError
 
@@ -33,11 +30,15 @@ EXIT_INTERRUPTED = 130
 
 def out_console() -> Console:
     """Results go to stdout (so they can be piped)."""
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:
     """Warnings and progress go to stderr."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -104,6 +105,14 @@ def progress_bar(*, quiet: bool = False) -> Iterator[_Bar]:
     if quiet or not console.is_terminal:
         yield _Bar(None)
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
