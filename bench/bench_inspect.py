@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchutil import drop_caches  # bench/ is on sys.path when run as a script
 
 TARGET = 0.5
 
@@ -36,15 +37,6 @@ def make_rec(path: Path, size_mb: int) -> int:
             w.write_key(n, pack(IRHeader(0, n % 1000, n, 0), payload))
             n, total = n + 1, total + len(payload)
     return n
-
-
-def drop_caches() -> bool:
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        return True
-    except OSError:
-        return False
 
 
 def timed(cmd: list[str], cold: bool) -> float:

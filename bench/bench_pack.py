@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchutil import drop_caches  # bench/ is on sys.path when run as a script
 from PIL import Image
 
 TARGETS = {"pass_through": 1.0, "resize": 1.5, "read_floor": 1.5, "memory": 1.2}
@@ -76,16 +77,6 @@ def peak_rss_mb(cmd: list[str], cwd: Path) -> float:
     if proc.returncode:
         raise SystemExit(f"{cmd} failed with {proc.returncode}")
     return peak / 1024
-
-
-def drop_caches() -> bool:
-    """Empty the page cache (Linux, root only); False when not allowed."""
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        return True
-    except OSError:
-        return False
 
 
 def read_floor(root: Path, repeat: int) -> float:
