@@ -89,7 +89,7 @@ def walk_records(
             pos = resume
 
 
-def _header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:
+def header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:
     """The image-record header of the record at ``head``, reading only the
     header (and its labels) when the record is not split."""
     _, lrec = _WORDS.unpack_from(buf, head)
@@ -120,7 +120,7 @@ def rebuild_index(
         offsets.append(item[0])
         if keys == "id":
             try:
-                ids.append(int(_header_at(buf, item[0], item[1], reader.name).id))
+                ids.append(int(header_at(buf, item[0], item[1], reader.name).id))
             except RecordFormatError as exc:
                 raise Im2RecError(f"{exc}; index it with --keys seq instead") from None
     if keys == "id" and len(set(ids)) != len(ids):
@@ -296,7 +296,7 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     split = 0
     for head, nxt in records:
         split += _WORDS.unpack_from(buf, head)[1] >> 29 == 1
-        header = _header_at(buf, head, nxt, reader.name)
+        header = header_at(buf, head, nxt, reader.name)
         flags[header.flag] += 1
         if header.flag == 0:
             labels[header.label] += 1

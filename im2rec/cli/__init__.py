@@ -40,7 +40,10 @@ COMMANDS = {
     "index": ".inspect_cmd:index_command",
     "info": ".inspect_cmd:info_command",
     "list": ".list_cmd:list_command",
+    "merge": ".convert_cmd:merge_command",
     "pack": ".pack_cmd:pack_command",
+    "show": ".convert_cmd:show_command",
+    "unpack": ".convert_cmd:unpack_command",
     "verify": ".inspect_cmd:verify_command",
 }
 

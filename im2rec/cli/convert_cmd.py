@@ -1,0 +1,112 @@
+"""``rec unpack``, ``rec show`` and ``rec merge``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..converting import merge_recs, read_class_map, unpack_rec
+from ..sheets import contact_sheet
+from .common import handle_errors
+
+__all__ = ["merge_command", "show_command", "unpack_command"]
+
+REC = click.Path(exists=True, dir_okay=False)
+
+
+@click.command("unpack")
+@click.argument("rec", type=REC)
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option(
+    "--classes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A class map (PREFIX.classes.tsv from rec list): folders by name, not by label.",
+)
+@click.option("--force", is_flag=True, help="Write into OUT_DIR even if it is not empty.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_json: bool) -> None:
+    """Write every image of a .rec back as a file, plus OUT_DIR.lst.
+
+    Images keep their bytes and go to OUT_DIR/LABEL/ID.EXT (or the class
+    map's folder names); OUT_DIR.lst, beside OUT_DIR, packs them again into
+    the same records: `rec pack OUT_DIR.lst --pass-through`.
+
+    \b
+    Examples:
+      rec unpack train.rec images/
+      rec unpack train.rec images/ --classes train.classes.tsv
+    """
+    with handle_errors():
+        result = unpack_rec(
+            rec, out_dir, classes=read_class_map(classes) if classes else None, force=force
+        )
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+        return
+    click.echo(f"{result.images:,} images written under {result.out}; list: {result.lst}")
+    if result.other:
+        click.echo(
+            f"{result.other:,} payload(s) are not image files: written as .bin, not listed",
+            err=True,
+        )
+
+
+@click.command("show")
+@click.argument("rec", type=REC)
+@click.option(
+    "-o", "--output", default="sheet.png", show_default=True, type=click.Path(dir_okay=False)
+)
+@click.option(
+    "-n", "count", default=64, show_default=True, type=click.IntRange(min=1), help="Thumbnails."
+)
+@click.option(
+    "--random",
+    "shuffle",
+    is_flag=True,
+    help="A random sample (see --seed) instead of the first ones.",
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--label", type=float, help="Only records with this (first) label.")
+@click.option(
+    "--size",
+    "thumb",
+    default=128,
+    show_default=True,
+    type=click.IntRange(min=16),
+    help="Tile size.",
+)
+def show_command(
+    rec: str, output: str, count: int, shuffle: bool, seed: int, label: float | None, thumb: int
+) -> None:
+    """Draw a contact sheet: thumbnails captioned `id: label`.
+
+    \b
+    Examples:
+      rec show train.rec -o sheet.png
+      rec show train.rec -n 100 --random --label 3
+    """
+    with handle_errors():
+        shown, size = contact_sheet(
+            rec, output, n=count, shuffle=shuffle, label=label, seed=seed, thumb=thumb
+        )
+    click.echo(f"{output}: {shown} records, {size[0]}x{size[1]} pixels")
+
+
+@click.command("merge")
+@click.argument("inputs", nargs=-1, required=True, type=REC)
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help="OUT.rec (and OUT.idx)."
+)
+@click.option("--renumber", is_flag=True, help="Keys 0..N-1 instead of the inputs' keys.")
+def merge_command(inputs: tuple[str, ...], output: str, renumber: bool) -> None:
+    """Concatenate .rec files and their indexes into one.
+
+    \b
+    Examples:
+      rec merge train_0.rec train_1.rec -o train.rec
+      rec merge a.rec b.rec -o all.rec --renumber
+    """
+    with handle_errors():
+        records, size = merge_recs(list(inputs), output, renumber=renumber)
+    click.echo(f"{output}: {records:,} records, {size:,} bytes")
