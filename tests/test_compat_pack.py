@@ -156,3 +156,26 @@ def test_im2rec_drop_in_matches_im2rec_py(tmp_path: Path, mxnet: MXNet) -> None:
             assert headers_and_sizes(tmp_path / "ours" / "data.rec") == headers_and_sizes(
                 tmp_path / "mx" / "data.rec"
             )
+
+
+def test_rebuilt_index_equals_im2rec_py_idx(dataset: Path, tmp_path: Path, mxnet: MXNet) -> None:
+    """`rec index --keys id` reproduces the .idx im2rec.py wrote; `--keys seq`
+    its offsets with keys 0..N-1, as MXNet's rec2idx.py does."""
+    from im2rec.inspection import rebuild_index
+
+    shutil.copy(dataset / "data.lst", tmp_path / "data.lst")
+    mxnet.im2rec(
+        str(tmp_path / "data"), str(dataset / "imgs"), "--pass-through", "--num-thread", "2"
+    )
+    written = (tmp_path / "data.idx").read_text()
+    index, damages = rebuild_index(tmp_path / "data.rec", keys="id")
+    assert not damages
+    assert (
+        "".join(
+            f"{k}\t{o}\n" for k, o in zip(index.key_list(), index.offsets.tolist(), strict=True)
+        )
+        == written
+    )
+    seq, _ = rebuild_index(tmp_path / "data.rec")
+    assert seq.key_list() == list(range(40))
+    assert seq.offsets.tolist() == [int(line.split("\t")[1]) for line in written.splitlines()]

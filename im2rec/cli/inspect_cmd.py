@@ -10,7 +10,7 @@ import click
 from ..atomic import AtomicGroup
 from ..inspection import rebuild_index, summarise, verify
 from ..recordio.index import format_index_line
-from .common import err_console, handle_errors, out_console
+from .common import err_console, handle_errors, out_console, progress_bar
 
 __all__ = ["index_command", "info_command", "verify_command"]
 
@@ -81,8 +81,10 @@ def verify_command(
       rec verify train.rec
       rec verify train.rec --decode --manifest train.pack.json --json
     """
-    with handle_errors():
-        result = verify(rec, idx, decode=decode, manifest=manifest)
+    with handle_errors(), progress_bar(quiet=as_json) as bar:
+        track = bar.track(Path(rec).name, total=Path(rec).stat().st_size)
+        result = verify(rec, idx, decode=decode, manifest=manifest,
+                        on_progress=lambda done, total: track(done, total, done))  # fmt: skip
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
@@ -118,5 +120,13 @@ def info_command(rec: str, full: bool, as_json: bool) -> None:
         click.echo(json.dumps(info, indent=1))
         return
     console = out_console()
+    if not console.is_terminal:
+        for key, value in info.items():
+            click.echo(f"{key:>15}: {value}")
+        return
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
     for key, value in info.items():
-        console.print(f"{key:>15}: {value}", markup=False, highlight=False)
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)
