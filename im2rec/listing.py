@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
+from .lstfile import class_map_text, lst_text, printable
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -42,11 +43,8 @@ __all__ = [
     "ListOptions",
     "ListResult",
     "Scan",
-    "class_map_text",
-    "format_lst_line",
     "make_lists",
     "plan_lists",
-    "printable",
     "scan_folder",
 ]
 
@@ -326,22 +324,6 @@ def _stratified(chunk: list[Entry], train_r: float, test_r: float) -> tuple[list
     return tuple([e for e, s in zip(chunk, split_of, strict=True) if s == k] for k in range(3))
 
 
-def format_lst_line(entry: Entry) -> str:
-    """``index<TAB>label<TAB>path``; the label as ``%f``, like im2rec.py 1.9.1,
-    which both MXNet readers (read_list and ImageRecordIter) parse."""
-    return f"{entry.key}\t{entry.label:f}\t{entry.path}\n"
-
-
-def _lst_text(entries: list[Entry], label_texts: list[str]) -> str:
-    # format_lst_line for a whole list, with each label's text made once
-    return "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in entries])
-
-
-def class_map_text(classes: list[str]) -> str:
-    """The class map: one ``label<TAB>folder`` line per class, in label order."""
-    return "".join(f"{label}\t{folder}\n" for label, folder in enumerate(classes))
-
-
 def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
     counts = Counter(e.label for e in scan.entries)
     return {
@@ -401,7 +383,7 @@ def make_lists(
     with AtomicGroup() as group:
         for suffix, entries in plan_lists(scan.entries, options):
             path = f"{prefix_s}{suffix}.lst"
-            group.write_text(path, _lst_text(entries, label_texts))
+            group.write_text(path, lst_text(entries, label_texts))
             lists.append((path, len(entries)))
         group.write_text(names["classes.tsv"], class_map_text(scan.classes))
         report = names["skipped.tsv"] if scan.skipped else None
@@ -433,9 +415,3 @@ def _previous_lists(manifest: str) -> set[str]:
 
 def _options_dict(options: ListOptions) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(options).items()}
-
-
-def printable(path: str) -> str:
-    """A path for reports: undecodable bytes and control characters escaped."""
-    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
 
-__all__ = ["ListItem", "find_lists", "find_root", "read_lst"]
+__all__ = [
+    "ListItem",
+    "class_map_text",
+    "find_lists",
+    "find_root",
+    "format_lst_line",
+    "lst_text",
+    "printable",
+    "read_lst",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +137,29 @@ def find_root(lst: Path) -> Path:
         return named
     reasons = "; ".join([*recorded, f"{named} is not a folder"])
     raise MissingFileError(f"{lst}: cannot find its image root ({reasons}); pass --root DIR")
+
+
+# -- writing -------------------------------------------------------------
+
+
+def format_lst_line(entry: tuple[int, int, str]) -> str:
+    """``index<TAB>label<TAB>path``; the label as ``%f``, like im2rec.py 1.9.1,
+    which both MXNet readers (read_list and ImageRecordIter) parse."""
+    key, label, path = entry
+    return f"{key}\t{label:f}\t{path}\n"
+
+
+def lst_text(entries: Sequence[tuple[int, int, str]], label_texts: list[str]) -> str:
+    # format_lst_line for a whole list, with each label's text made once
+    return "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in entries])
+
+
+def class_map_text(classes: list[str]) -> str:
+    """The class map: one ``label<TAB>folder`` line per class, in label order."""
+    return "".join(f"{label}\t{folder}\n" for label, folder in enumerate(classes))
+
+
+def printable(path: str) -> str:
+    """A path for reports: undecodable bytes and control characters escaped."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")

@@ -36,8 +36,7 @@ from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
 from .executors import LocalExecutor
 from .imaging import transcode
-from .listing import printable
-from .lstfile import ListItem, find_root, read_lst
+from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
 

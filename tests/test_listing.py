@@ -15,11 +15,11 @@ from im2rec.listing import (
     UNSAFE_NAME,
     Entry,
     ListOptions,
-    format_lst_line,
     make_lists,
     plan_lists,
     scan_folder,
 )
+from im2rec.lstfile import format_lst_line
 
 from .conftest import touch
 

@@ -10,7 +10,8 @@ import click
 from rich.table import Table
 
 from ..errors import ConfigError
-from ..listing import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists, printable
+from ..listing import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists
+from ..lstfile import printable
 from .common import err_console, handle_errors, out_console, progress_counter
 
 __all__ = ["list_command"]
