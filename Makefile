@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	scripts/install-pillow-simd.sh $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
+	$(BIN)/python -m pip install --quiet 'torch==2.13.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
 
 install: $(VENV)/.installed ## Create .venv with im2rec (editable), Pillow-SIMD and dev tools

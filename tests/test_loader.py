@@ -1,0 +1,115 @@
+"""RecordDataset: decoding, labels, InsightFace layout, real torch DataLoaders."""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from im2rec.errors import ImageCodecError
+from im2rec.loader import RecordDataset
+from im2rec.recordio import IndexedRecordWriter, pack
+
+from .conftest import photo
+
+
+def jpeg(width: int, height: int, seed: int) -> bytes:
+    out = io.BytesIO()
+    photo(width, height, seed).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> Path:
+    with IndexedRecordWriter(tmp_path / "plain.rec") as w:
+        for i in range(24):
+            label = [float(i), 0.5] if i % 5 == 0 else float(i % 4)
+            w.write_key(i, pack((0, label, i, 0), jpeg(20 + i, 16, i)))
+    return tmp_path / "plain.rec"
+
+
+@pytest.fixture
+def insightface(tmp_path: Path) -> Path:
+    """The MS1M/Glint360K layout: a header record, images, identity records."""
+    identities = [(1, 4), (4, 9), (9, 11)]  # image key ranges per identity
+    first, end = 11, 11 + len(identities)
+    with IndexedRecordWriter(tmp_path / "faces.rec") as w:
+        w.write_key(0, pack((2, [first, end], 0, 0), b""))
+        for ident, (lo, hi) in enumerate(identities):
+            for key in range(lo, hi):
+                w.write_key(key, pack((0, float(ident), key, 0), jpeg(16, 16, key)))
+        for ident, (lo, hi) in enumerate(identities):
+            w.write_key(first + ident, pack((2, [lo, hi], 0, 0), b""))
+    return tmp_path / "faces.rec"
+
+
+def test_items(plain: Path) -> None:
+    ds = RecordDataset(plain)
+    assert len(ds) == 24 and ds.layout == "plain"
+    image, label = ds[3]
+    assert isinstance(image, Image.Image) and image.mode == "RGB" and image.size == (23, 16)
+    assert label == 3.0
+    image, label = ds[5]
+    assert label.dtype == np.float32 and label.tolist() == [5.0, 0.5]
+    array, _ = RecordDataset(plain, output="numpy")[7]
+    assert array.shape == (16, 27, 3) and array.dtype == np.uint8
+    raw, _ = RecordDataset(plain, output="bytes")[7]
+    assert raw == jpeg(27, 16, 7)
+
+
+def test_transforms(plain: Path) -> None:
+    ds = RecordDataset(
+        plain, output="numpy", transform=lambda a: a.shape, target_transform=lambda y: -y
+    )
+    assert ds[2] == ((16, 22, 3), -2.0)
+
+
+def test_insightface_layout(insightface: Path) -> None:
+    ds = RecordDataset(insightface)
+    assert ds.layout == "insightface" and len(ds) == 10
+    assert [ds[i][1] for i in range(10)] == [0.0] * 3 + [1.0] * 5 + [2.0] * 2
+    assert RecordDataset(insightface, layout="plain").layout == "plain"
+
+
+def test_corrupt_image_names_key_and_offset(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "bad.rec") as w:
+        w.write_key(0, pack((0, 1, 0, 0), jpeg(8, 8, 0)))
+        w.write_key(7, pack((0, 1, 7, 0), b"broken"))
+    ds = RecordDataset(tmp_path / "bad.rec")
+    with pytest.raises(
+        ImageCodecError,
+        match=r"the image of key 7 \(byte \d+\) does not decode: not an image Pillow can read",
+    ):
+        ds[1]
+
+
+def test_missing_index_is_scanned_or_refused(plain: Path) -> None:
+    plain.with_suffix(".idx").unlink()
+    assert len(RecordDataset(plain)) == 24
+    from im2rec.errors import MissingFileError
+
+    with pytest.raises(MissingFileError, match="index not found"):
+        RecordDataset(plain, missing_index="error")
+
+
+def shape_of(image: np.ndarray) -> tuple[int, ...]:
+    return image.shape
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_torch_dataloader_with_workers(plain: Path, method: str) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    ds = RecordDataset(plain, output="numpy", transform=shape_of)
+    loader = DataLoader(
+        ds, batch_size=4, num_workers=2, multiprocessing_context=multiprocessing.get_context(method),
+        collate_fn=list,
+    )  # fmt: skip
+    seen = [item for batch in loader for item in batch]
+    assert [shape for shape, _ in seen] == [(16, 20 + i, 3) for i in range(24)]
+    assert isinstance(torch.utils.data.Dataset, type)
