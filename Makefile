@@ -32,6 +32,8 @@ $(MX_VENV)/.installed:
 	@command -v $(MX_PYTHON) >/dev/null || { echo "make compat needs $(MX_PYTHON) for mxnet==1.9.1 (set MX_PYTHON=...)"; exit 1; }
 	$(MX_PYTHON) -m venv $(MX_VENV)
 	$(MX_VENV)/bin/python -m pip install --quiet 'mxnet==1.9.1' 'numpy<1.24' 'opencv-python-headless==4.11.0.86'
+	@# for bench_loader.py: the usual mx.recordio + PIL dataset under a torch DataLoader
+	$(MX_VENV)/bin/python -m pip install --quiet pillow 'torch==2.13.0' || echo "no torch in $(MX_VENV): bench_loader.py cannot run"
 	@touch $@
 
 # numpy 1.x with plain Pillow: the other end of what we support.
@@ -59,6 +61,7 @@ bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by sid
 	$(BIN)/python bench/bench_list.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_pack.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_inspect.py
+	$(BIN)/python bench/bench_loader.py --mx-python $(MX_VENV)/bin/python
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden
