@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ def merge_recs(
     if renumber:
         keys = list(range(len(keys)))
     elif len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
+        dup = next(k for k, n in Counter(keys).items() if n > 1)
         raise DuplicateKeyError(
             f"key {dup!r} is in more than one input; pass --renumber to use 0..N-1"
         )

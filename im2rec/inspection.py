@@ -231,12 +231,11 @@ def _check_index(path: Path, heads: np.ndarray, size: int, result: VerifyResult)
     result.indexed = len(index)
     offsets = index.offsets
     bad = np.flatnonzero(~np.isin(offsets, heads))
+    keys = index.key_list() if len(bad) else []  # built once, not per problem
     for i in bad[:20]:
         off = int(offsets[i])
         where = "past the end of the file" if off + 8 > size else "not the start of a record"
-        result.problems.append(
-            Problem(off, index.key_list()[i], f"{path.name}: offset {off:,} is {where}")
-        )
+        result.problems.append(Problem(off, keys[i], f"{path.name}: offset {off:,} is {where}"))
     if len(bad) > 20:
         result.problems.append(
             Problem(

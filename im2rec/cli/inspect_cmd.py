@@ -7,9 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import AtomicGroup
 from ..inspection import rebuild_index, summarise, verify
-from ..recordio.index import format_index_line
 from .common import err_console, handle_errors, out_console, progress_bar
 
 __all__ = ["index_command", "info_command", "verify_command"]
@@ -42,10 +40,7 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
     target = Path(output) if output else Path(rec).with_suffix(".idx")
     with handle_errors():
         index, damages = rebuild_index(rec, keys="id" if keys == "id" else "seq", recover=recover)
-        with AtomicGroup() as group:
-            group.write_text(
-                target, "".join(map(format_index_line, index.key_list(), index.offsets.tolist()))
-            )
+        index.save(target)  # atomic
     for d in damages:
         err_console().print(f"skipped bytes {d.offset:,} to {d.end:,}: {d.reason}", markup=False)
     click.echo(

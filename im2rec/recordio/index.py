@@ -90,15 +90,11 @@ class RecordIndex:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write as a ``.idx`` file, atomically (temp file + rename)."""
-        target = Path(path)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                f.writelines(map(format_index_line, self.key_list(), self.offsets.tolist()))
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        from ..atomic import AtomicGroup  # stdlib only, like this package
+
+        text = "".join(map(format_index_line, self.key_list(), self.offsets.tolist()))
+        with AtomicGroup() as group:
+            group.write_text(path, text)
 
     def check_within(self, size: int, rec_name: str) -> None:
         """Fail when an offset cannot be a record head of a ``size``-byte file."""
