@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import recordio
 from .errors import (
+    ConfigError,
     DuplicateKeyError,
     Im2RecError,
     ImageCodecError,
@@ -17,6 +18,7 @@ from .errors import (
     RecordFormatError,
     RecordTooLargeError,
     TruncatedRecordError,
+    UnknownOptionError,
 )
 from .recordio import (
     IndexedRecordReader,
@@ -31,21 +33,43 @@ from .recordio import (
 
 __version__ = "0.1.0"
 
+# The training readers need Pillow; load them on first use so that
+# `import im2rec` (and the `rec` command's start-up) stays light.
+_LAZY = {
+    "Augmenter": "augment",
+    "ImageRecordIter": "iterator",
+    "RecordDataset": "loader",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'im2rec' has no attribute {name!r}")
+
+
 __all__ = [
+    "Augmenter",
+    "ConfigError",
     "DuplicateKeyError",
     "IRHeader",
     "Im2RecError",
     "ImageCodecError",
+    "ImageRecordIter",
     "IndexFormatError",
     "IndexedRecordReader",
     "IndexedRecordWriter",
     "MissingFileError",
     "ModeError",
     "RecordFormatError",
+    "RecordDataset",
     "RecordReader",
     "RecordTooLargeError",
     "RecordWriter",
     "TruncatedRecordError",
+    "UnknownOptionError",
     "__version__",
     "load_index",
     "pack",

@@ -18,6 +18,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
     ├── ModeError (AssertionError)          read on a writer, write on a reader, use after close
     ├── ImageCodecError (ValueError)        an image could not be encoded or decoded
     ├── ConfigError (ValueError)            option values that do not fit together (CLI: exit 2)
+    │   └── UnknownOptionError (TypeError)  a keyword argument im2rec does not know
     └── DatasetError                        an input folder or list cannot be used as it is
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "RecordFormatError",
     "RecordTooLargeError",
     "TruncatedRecordError",
+    "UnknownOptionError",
 ]
 
 
@@ -80,6 +82,10 @@ class ImageCodecError(Im2RecError, ValueError):
 
 class ConfigError(Im2RecError, ValueError):
     """Option values that are invalid or do not fit together."""
+
+
+class UnknownOptionError(ConfigError, TypeError):
+    """A keyword argument that is not an option (MXNet ignored such typos)."""
 
 
 class DatasetError(Im2RecError):

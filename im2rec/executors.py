@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 from .errors import Im2RecError
 
-__all__ = ["LocalExecutor", "WorkerCrashed", "default_workers"]
+__all__ = ["LocalExecutor", "WorkerCrashed", "default_workers", "fork_is_safe"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,6 +43,24 @@ def default_workers() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def fork_is_safe() -> bool:
+    """Whether worker processes can be forked from this one: Linux, and no
+    other thread that could hold a lock the child needs. The threads of our
+    own pools (a process pool's manager and queue feeder, our thread
+    workers) only wait on their own queues, which a new child never uses."""
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    main = threading.main_thread()
+    return all(t is main or _is_pool_thread(t) for t in threading.enumerate())
+
+
+def _is_pool_thread(thread: threading.Thread) -> bool:
+    kind = type(thread).__name__
+    return (
+        thread.name.startswith(("im2rec", "QueueFeederThread")) or kind == "_ExecutorManagerThread"
+    )
 
 
 def _parent_alive(pid: int) -> bool:
@@ -114,13 +132,19 @@ class LocalExecutor:
             for future in [pool.submit(int) for _ in range(self.workers)]:
                 future.add_done_callback(lambda _f: None)
 
+    def submit(self, fn: Callable[..., R], /, *args: Any, io_bound: bool = False) -> Future[R]:
+        """``fn(*args)`` in a worker thread (``io_bound``) or process; the
+        pool starts on first use. ``result()`` raises
+        :class:`BrokenProcessPool` if a worker process died."""
+        return self._get_pool("threads" if io_bound else "processes").submit(fn, *args)
+
     def _process_context(self) -> multiprocessing.context.BaseContext:
         # fork is fastest (workers inherit the imported modules) but only safe
         # while this process has a single thread: ProcessPoolExecutor forks all
         # its workers before it starts its own manager thread. Otherwise use a
         # fork server (with the modules preloaded once), or spawn.
         methods = multiprocessing.get_all_start_methods()
-        if "fork" in methods and sys.platform == "linux" and threading.active_count() == 1:
+        if fork_is_safe():
             return multiprocessing.get_context("fork")
         if "forkserver" in methods:
             ctx = multiprocessing.get_context("forkserver")

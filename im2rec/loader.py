@@ -14,15 +14,15 @@ records are exposed, with their identity labels.
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from .errors import ImageCodecError
+from .imaging import DECODE_ERRORS, open_image
 from .recordio import IndexedRecordReader, unpack
 
 __all__ = ["RecordDataset"]
@@ -99,9 +99,10 @@ class RecordDataset:
 
     def _decode(self, payload: bytes, key: Any) -> Any:
         try:
-            with Image.open(io.BytesIO(payload)) as im:
-                rgb = im.convert("RGB")
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            im = open_image(payload)
+            im.load()
+            rgb = im if im.mode == "RGB" else im.convert("RGB")
+        except DECODE_ERRORS as exc:
             why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc
             offset = self.reader.index.offset_of(key)
             raise ImageCodecError(

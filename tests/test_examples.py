@@ -31,3 +31,24 @@ def test_bundled_example_images_list_and_pack(tmp_path: Path) -> None:
     result = pack_list(tmp_path / "example.lst", PackOptions(pass_through=True, pack_label=True))
     assert result.records == 15 and not result.failures
     assert json.loads(result.manifest.read_text())["records"] == 15
+
+
+def test_train_torch_example_runs_both_apis(tmp_path: Path) -> None:
+    """The README's training loops, as examples/train_torch.py runs them."""
+    import pytest
+
+    pytest.importorskip("torch")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_torch.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "ImageRecordIter epoch 0",
+        "ImageRecordIter epoch 1",
+        "RecordDataset epoch 0",
+        "RecordDataset epoch 1",
+    ]
+    assert all(0 < float(line.rsplit(" ", 1)[1]) < 10 for line in lines)

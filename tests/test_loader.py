@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,3 +114,33 @@ def test_torch_dataloader_with_workers(plain: Path, method: str) -> None:
     seen = [item for batch in loader for item in batch]
     assert [shape for shape, _ in seen] == [(16, 20 + i, 3) for i in range(24)]
     assert isinstance(torch.utils.data.Dataset, type)
+
+
+def first_label(label: object) -> float:
+    return float(np.ravel(np.asarray(label))[0])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_augmenter_as_transform_in_a_dataloader(plain: Path, method: str) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from im2rec.augment import Augmenter
+
+    augment = Augmenter((3, 12, 12), random_resized_crop=True, rand_mirror=True)
+    ds = RecordDataset(plain, output="bytes", transform=augment, target_transform=first_label)
+    context = multiprocessing.get_context(method)
+
+    def run(seed: int = 3) -> list[Any]:
+        torch.manual_seed(seed)  # seeds `random` in each worker, which the augmenter draws from
+        loader = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context=context)
+        return list(loader)
+
+    first, again = run(), run()
+    images, labels = first[0]
+    assert images.shape == (8, 3, 12, 12) and images.dtype == torch.float32
+    assert labels.tolist() == [0, 1, 2, 3, 0, 5, 2, 3]
+    for (a, _), (b, _) in zip(first, again, strict=True):
+        assert torch.equal(a, b)
+    other = run(4)
+    assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(first, other, strict=True))

@@ -1,0 +1,160 @@
+"""Batches assembled in shared memory: what one worker does for one batch.
+
+The parent owns a block of shared memory cut into slots, one batch each
+(pixels, labels, record ids). A :class:`BatchJob` names a slot and the byte
+offsets of the batch's records; the worker reads each record from its own
+mapping of the ``.rec``, runs the :class:`~im2rec.augment.Augmenter` straight
+into the slot and returns only counts. No pixel array crosses a pipe.
+
+Each batch's random draws come from a generator seeded by ``(seed, epoch,
+batch)``, so augmentation is the same whichever worker (or how many) runs it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from .augment import Augmenter
+from .errors import ConfigError, ImageCodecError, RecordFormatError
+from .recordio import RecordReader, unpack
+
+__all__ = ["BatchJob", "BatchResult", "SlotLayout", "attach", "fill_batch", "run_job"]
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """Where one batch lives inside a slot: data, then labels, then ids."""
+
+    batch_size: int
+    data_shape: tuple[int, int, int]
+    dtype: str
+    label_width: int
+
+    @property
+    def data_bytes(self) -> int:
+        return self.batch_size * int(np.prod(self.data_shape)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def slot_bytes(self) -> int:
+        label_bytes = self.batch_size * self.label_width * 4
+        return -(-(self.data_bytes + label_bytes + self.batch_size * 8) // 64) * 64
+
+    def views(self, buf: Any, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(data, labels, ids)`` arrays over slot ``slot`` of ``buf``."""
+        b, base = self.batch_size, slot * self.slot_bytes
+        data = np.ndarray((b, *self.data_shape), self.dtype, buf, base)
+        base += self.data_bytes
+        labels = np.ndarray((b, self.label_width), np.float32, buf, base)
+        ids = np.ndarray((b,), np.uint64, buf, base + b * self.label_width * 4)
+        return data, labels, ids
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch to build: records at ``offsets`` (the first ``real`` are the
+    batch's own, the rest wrap around to fill it) into ``slot``."""
+
+    rec: str
+    offsets: np.ndarray
+    real: int
+    slot: int
+    seed: tuple[int, ...]
+    labels_from_header: bool
+    skip_corrupt: bool
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """``filled`` samples were written, ``filled_real`` of them the batch's
+    own; ``skipped`` lists ``(offset, reason)`` for records that failed."""
+
+    filled: int
+    filled_real: int
+    skipped: list[tuple[int, str]]
+
+
+def fill_batch(
+    job: BatchJob,
+    reader: RecordReader,
+    augmenter: Augmenter,
+    views: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> BatchResult:
+    """Decode the job's records into ``views``, good ones first; the slots
+    after them are zeroed so a short batch never shows stale data."""
+    data, labels, ids = views
+    rng = np.random.default_rng(job.seed)
+    filled = filled_real = 0
+    skipped: list[tuple[int, str]] = []
+    for n, offset in enumerate(job.offsets.tolist()):
+        try:
+            header, payload = unpack(reader.read_at(offset, copy=False))
+            label = _label(header.flag, header.label, labels.shape[1], job, reader.name, offset)
+            augmenter.write(payload, data[filled], rng)
+        except (ImageCodecError, RecordFormatError) as exc:
+            if not job.skip_corrupt:
+                raise type(exc)(
+                    f"{reader.name}: the record at byte {offset:,} cannot be used: {exc}; "
+                    "check the file with `rec verify`, or pass on_corrupt='skip' to skip "
+                    "such records"
+                ) from None
+            skipped.append((offset, str(exc)))
+            continue
+        labels[filled] = label
+        ids[filled] = header.id
+        filled += 1
+        filled_real += n < job.real
+    data[filled:] = 0
+    labels[filled:] = 0
+    ids[filled:] = 0
+    return BatchResult(filled, filled_real, skipped)
+
+
+def _label(
+    flag: int, label: Any, width: int, job: BatchJob, name: str, offset: int
+) -> np.ndarray | float:
+    if not job.labels_from_header:
+        return 0.0  # the parent fills labels from path_imglist
+    count = flag if flag > 0 else 1
+    if count != width:
+        # spec §5.3 step 3: MXNet's own check, with its wording's facts.
+        raise ConfigError(
+            f"{name}: the record at byte {offset:,} has {count} label(s) but label_width is "
+            f"{width}; set label_width={count}, or give labels with path_imglist"
+        )
+    return label if flag > 0 else float(label)
+
+
+# -- the worker process side ---------------------------------------------------
+
+_ATTACHED: dict[str, shared_memory.SharedMemory] = {}
+_READERS: dict[str, RecordReader] = {}
+
+
+def attach(name: str) -> shared_memory.SharedMemory:
+    """The parent's shared memory block, opened once per process."""
+    shm = _ATTACHED.get(name)
+    if shm is None:
+        if sys.version_info >= (3, 13):
+            # The parent owns (and unlinks) the block; the worker only maps it.
+            shm = shared_memory.SharedMemory(name, track=False)
+        else:
+            shm = shared_memory.SharedMemory(name)
+        _ATTACHED[name] = shm
+    return shm
+
+
+def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: str) -> BatchResult:
+    """Worker entry point: fill ``job``'s slot of the shared block."""
+    reader = _READERS.get(job.rec)
+    if reader is None:
+        reader = _READERS[job.rec] = RecordReader(job.rec)
+    views = layout.views(attach(shm_name).buf, job.slot)
+    try:
+        return fill_batch(job, reader, augmenter, views)
+    finally:
+        del views  # release the exported buffer before the block may close

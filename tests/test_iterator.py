@@ -1,0 +1,363 @@
+"""ImageRecordIter: batches, crops, normalisation, epochs, shuffling, sharding,
+labels and bad input, with real worker processes and shared memory."""
+
+from __future__ import annotations
+
+import io
+from multiprocessing import shared_memory
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from im2rec.errors import (
+    ConfigError,
+    ImageCodecError,
+    MissingFileError,
+    TruncatedRecordError,
+    UnknownOptionError,
+)
+from im2rec.iterator import ImageRecordIter
+from im2rec.recordio import IndexedRecordWriter, pack
+
+from .conftest import photo
+
+N = 10
+H, W = 24, 20
+
+
+def source(i: int) -> np.ndarray:
+    """Record i's pixels: a distinct random RGB image, 30-37 x 26-29 px."""
+    rng = np.random.default_rng(100 + i)
+    return rng.integers(0, 256, (26 + i % 4, 30 + i % 8, 3), dtype=np.uint8)
+
+
+def png(arr: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(arr).save(out, "PNG")
+    return out.getvalue()
+
+
+def write_rec(path: Path, payloads: list[bytes], labels: list[Any] | None = None) -> Path:
+    with IndexedRecordWriter(path) as w:
+        for i, payload in enumerate(payloads):
+            label = float(i) if labels is None else labels[i]
+            w.write_key(i, pack((0, label, 1000 + i, 0), payload))
+    return path
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Path:
+    return write_rec(tmp_path / "data.rec", [png(source(i)) for i in range(N)])
+
+
+def make(rec: Path, **kw: Any) -> ImageRecordIter:
+    params: dict[str, Any] = dict(
+        path_imgrec=str(rec),
+        path_imgidx=str(rec.with_suffix(".idx")),
+        data_shape=(3, H, W),
+        batch_size=4,
+        preprocess_threads=1,
+        verbose=False,
+    )
+    params.update(kw)
+    return ImageRecordIter(**params)
+
+
+def centre(i: int) -> np.ndarray:
+    arr = source(i)
+    y, x = (arr.shape[0] - H) // 2, (arr.shape[1] - W) // 2
+    return arr[y : y + H, x : x + W].transpose(2, 0, 1)
+
+
+def epoch(it: ImageRecordIter) -> list[Any]:
+    return [it.next() for _ in range(len(it))]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_centre_crop_pixels_labels_and_wrapping(rec: Path, threads: int) -> None:
+    with make(rec, dtype="uint8", preprocess_threads=threads) as it:
+        assert it.provide_data[0].shape == (4, 3, H, W)
+        assert it.provide_label[0].shape == (4,)
+        batches = epoch(it)
+        with pytest.raises(StopIteration):
+            it.next()
+    assert [b.pad for b in batches] == [0, 0, 2]
+    order = [*range(N), 0, 1]  # the last batch wraps to the start of the epoch
+    data = np.concatenate([b.data[0] for b in batches])
+    for slot, i in enumerate(order):
+        np.testing.assert_array_equal(data[slot], centre(i))
+    labels = np.concatenate([b.label[0] for b in batches])
+    assert labels.dtype == np.float32 and labels.tolist() == [float(i) for i in order]
+    assert np.concatenate([b.index for b in batches]).tolist() == [1000 + i for i in order]
+
+
+def test_round_batch_false_pads_with_zeros_and_a_true_pad(rec: Path) -> None:
+    it = make(rec, round_batch=False, dtype="uint8")
+    last = epoch(it)[-1]
+    assert last.pad == 2  # MXNet reports 0 and leaves garbage (spec §5.4)
+    np.testing.assert_array_equal(last.data[0][:2], [centre(8), centre(9)])
+    assert not last.data[0][2:].any() and not last.label[0][2:].any()
+
+
+def test_reset_starts_the_next_epoch_at_its_first_record(rec: Path) -> None:
+    it = make(rec)
+    epoch(it)
+    it.reset()
+    # MXNet continues after the wrapped samples (records 2..); we rewind.
+    assert it.next().label[0].tolist() == [0, 1, 2, 3]
+    assert it.epoch == 1
+    it.reset()
+    it.reset()  # nothing taken since the last reset: no new epoch
+    assert it.epoch == 2
+
+
+def test_for_loops_run_one_epoch_each(rec: Path) -> None:
+    it = make(rec, round_batch=False)
+    seen = [[float(v) for b in it for v in b.label[0][: 4 - b.pad]] for _ in range(2)]
+    assert seen == [[float(i) for i in range(N)]] * 2
+
+
+def test_normalisation_and_mirror(rec: Path) -> None:
+    mean, std, scale = (10.0, 20.0, 30.0), (2.0, 4.0, 8.0), 0.5
+    it = make(
+        rec,
+        mirror=True,
+        mean_r=mean[0],
+        mean_g=mean[1],
+        mean_b=mean[2],
+        std_r=std[0],
+        std_g=std[1],
+        std_b=std[2],
+        scale=scale,
+    )
+    got = it.next().data[0][1]
+    pixels = centre(1)[:, :, ::-1].astype(np.float64)
+    want = (pixels - np.array(mean)[:, None, None]) * scale / np.array(std)[:, None, None]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_int8_subtracts_the_rounded_mean_and_saturates(rec: Path) -> None:
+    got = make(rec, dtype="int8", mean_r=100.4, mean_g=0, mean_b=0).next().data[0][0]
+    want = np.clip(centre(0).astype(int) - np.array([100, 0, 0])[:, None, None], -128, 127)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gray_and_rgba_outputs(rec: Path) -> None:
+    gray = make(rec, data_shape=(1, H, W), dtype="uint8").next().data[0]
+    assert gray.shape == (4, 1, H, W)
+    rgba = make(rec, data_shape=(4, H, W), dtype="uint8").next().data[0]
+    assert rgba.shape == (4, 4, H, W) and (rgba[:, 3] == 255).all()
+    np.testing.assert_array_equal(rgba[0, :3], centre(0))
+
+
+def test_small_images_are_enlarged_to_cover_the_crop(rec: Path) -> None:
+    batch = make(rec, data_shape=(3, 64, 40)).next()
+    assert batch.data[0].shape == (4, 3, 64, 40)
+
+
+def test_resize_sets_the_short_side_before_cropping(tmp_path: Path) -> None:
+    arr = np.asarray(photo(120, 80, 3))
+    rec = write_rec(tmp_path / "big.rec", [png(arr)] * 4)
+    got = make(rec, resize=40, data_shape=(3, 40, 40), dtype="uint8").next().data[0][0]
+    # resize: 120x80 -> 60x40, then the centre 40x40 window.
+    want = np.asarray(Image.fromarray(arr).resize((60, 40), Image.Resampling.BILINEAR))
+    want = want[:, 10:50].transpose(2, 0, 1)
+    assert np.abs(got.astype(int) - want).mean() < 2
+
+
+def test_random_resized_crop_full_area_is_a_plain_resize(tmp_path: Path) -> None:
+    arr = np.asarray(photo(64, 48, 4))
+    rec = write_rec(tmp_path / "rrc.rec", [png(arr)] * 4)
+    it = make(
+        rec,
+        data_shape=(3, 24, 32),
+        dtype="uint8",
+        random_resized_crop=True,
+        min_random_area=1.0,
+        min_aspect_ratio=4 / 3,
+        max_aspect_ratio=4 / 3,
+    )
+    want = np.asarray(Image.fromarray(arr).resize((32, 24), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(it.next().data[0][0], want.transpose(2, 0, 1))
+
+
+def test_random_resized_crop_varies_and_draft_decodes_large_jpegs(tmp_path: Path) -> None:
+    payloads = []
+    for i in range(8):
+        out = io.BytesIO()
+        photo(640, 480, i).save(out, "JPEG", quality=90)
+        payloads.append(out.getvalue())
+    rec = write_rec(tmp_path / "jpeg.rec", payloads)
+    it = make(rec, data_shape=(3, 32, 32), random_resized_crop=True, batch_size=8)
+    data = it.next().data[0]
+    assert data.shape == (8, 3, 32, 32) and len({d.tobytes() for d in data}) == 8
+
+
+AUGMENT = dict(shuffle=True, rand_crop=True, rand_mirror=True, seed=7, dtype="uint8")
+
+
+def test_shuffle_and_augmentation_are_reproducible_and_worker_independent(rec: Path) -> None:
+    runs = []
+    for threads in (1, 2, 3):
+        with make(rec, preprocess_threads=threads, **AUGMENT) as it:
+            runs.append([b.data[0] for b in it] + [b.data[0] for b in it])
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_each_shuffled_epoch_is_a_new_permutation(rec: Path) -> None:
+    it = make(rec, **AUGMENT, round_batch=False)
+    orders = [[int(v) for b in it for v in b.label[0][: 4 - b.pad]] for _ in range(3)]
+    assert all(sorted(o) == list(range(N)) for o in orders)
+    assert len({tuple(o) for o in orders}) == 3
+    other = make(rec, **{**AUGMENT, "seed": 8}, round_batch=False)
+    assert [int(v) for b in other for v in b.label[0][: 4 - b.pad]] != orders[0]
+
+
+@pytest.mark.parametrize("idx", [True, False])
+def test_parts_cover_every_record_once(rec: Path, idx: bool) -> None:
+    parts = []
+    for part in range(3):
+        it = make(
+            rec,
+            num_parts=3,
+            part_index=part,
+            batch_size=2,
+            round_batch=False,
+            path_imgidx=str(rec.with_suffix(".idx")) if idx else "",
+        )
+        parts.append([int(v) for b in it for v in b.label[0][: 2 - b.pad]])
+    # MXNet's count split with an index: ceil(10 / 3) per part (spec §5.2).
+    assert parts == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_sharding_mistakes(rec: Path) -> None:
+    with pytest.raises(ConfigError, match="part 5 of 6 holds no records"):
+        make(rec, num_parts=6, part_index=5)
+    with pytest.raises(ConfigError, match="part_index"):
+        make(rec, num_parts=2, part_index=2)
+    with pytest.raises(ConfigError, match="batch_size 4 is larger than the 2 records"):
+        make(rec, num_parts=5, part_index=4)
+    assert make(rec, num_parts=5, part_index=4, round_batch=False).next().pad == 2
+
+
+def test_unknown_and_unsupported_keywords(rec: Path) -> None:
+    # MXNet silently ignored this typo (it is in its own test suite).
+    with pytest.raises(UnknownOptionError, match="did you mean 'rand_mirror'") as err:
+        make(rec, and_mirror=True)
+    assert isinstance(err.value, TypeError)
+    with pytest.raises(ConfigError, match="max_rotate_angle=10 is not supported"):
+        make(rec, max_rotate_angle=10)
+    make(rec, max_rotate_angle=0, ctx="gpu", device_id=0)  # defaults and device hints are fine
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"data_shape": (2, H, W)}, r"data_shape\[0\] must be 1 \(gray\), 3 \(RGB\) or 4"),
+        ({"data_shape": (3, H)}, "data_shape must be"),
+        ({"dtype": "float16"}, "dtype must be one of"),
+        ({"inter_method": 9}, "inter_method must be"),
+        ({"std_g": 0}, "non-zero std"),
+        ({"path_imgrec": "a.rec;b.rec"}, "must name one .rec file"),
+        ({"on_corrupt": "ignore"}, "on_corrupt must be"),
+    ],
+)
+def test_bad_options(rec: Path, kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make(rec, **kw)
+
+
+def test_multi_label_records_and_label_width(tmp_path: Path) -> None:
+    labels = [[float(i), float(i) / 2] for i in range(N)]
+    rec = write_rec(tmp_path / "multi.rec", [png(source(i)) for i in range(N)], labels)
+    batch = make(rec, label_width=2).next()
+    assert batch.label[0].shape == (4, 2) and batch.label[0][3].tolist() == [3.0, 1.5]
+    with pytest.raises(ConfigError, match="has 2 label"):
+        make(rec).next()
+
+
+def test_imglist_labels_override_the_records(rec: Path, tmp_path: Path) -> None:
+    lst = tmp_path / "labels.lst"
+    lst.write_text("".join(f"{1000 + i}\t{i * 10}\t{i}\tx{i}.png\n" for i in range(N)))
+    batch = make(rec, path_imglist=str(lst), label_width=2).next()
+    assert batch.label[0].tolist() == [[0, 0], [10, 1], [20, 2], [30, 3]]
+    lst.write_text("1000\t5\tx.png\n")
+    with pytest.raises(Exception, match="record id 1001 .* has no line in path_imglist"):
+        make(rec, path_imglist=str(lst)).next()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_corrupt_image_raises_with_its_offset_or_is_skipped(tmp_path: Path, threads: int) -> None:
+    payloads = [png(source(i)) for i in range(N)]
+    payloads[5] = payloads[5][: len(payloads[5]) // 2]  # cut short
+    rec = write_rec(tmp_path / "bad.rec", payloads)
+    it = make(rec, preprocess_threads=threads)
+    it.next()
+    with pytest.raises(ImageCodecError, match=r"bad.rec: the record at byte [\d,]+ cannot be used"):
+        it.next()
+    it = make(rec, preprocess_threads=threads, on_corrupt="skip", round_batch=False)
+    batches = list(it)
+    assert [b.pad for b in batches] == [0, 1, 2]
+    kept = [int(v) for b in batches for v in b.label[0][: 4 - b.pad]]
+    assert kept == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+    assert len(it.skipped) == 1 and "cannot decode" in it.skipped[0][1]
+
+
+def test_truncated_and_missing_files(rec: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.rec"
+    cut.write_bytes(rec.read_bytes()[:-10])
+    with pytest.raises(TruncatedRecordError):
+        make(cut, path_imgidx="")
+    with pytest.raises(TruncatedRecordError):
+        make(cut, path_imgidx=str(rec.with_suffix(".idx")))
+    with pytest.raises(MissingFileError):
+        make(rec, path_imgidx=str(tmp_path / "nope.idx"))
+    with pytest.raises(MissingFileError):
+        make(tmp_path / "nope.rec")
+
+
+def test_without_an_index_the_file_is_scanned_with_a_note(
+    rec: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    it = make(rec, path_imgidx="", verbose=True)
+    assert it.num_records == N and it.next().label[0].tolist() == [0, 1, 2, 3]
+    assert f"indexed {N} records" in capsys.readouterr().err
+
+
+def test_close_frees_the_shared_memory(rec: Path) -> None:
+    it = make(rec, preprocess_threads=2)
+    it.next()
+    assert it._shm is not None
+    name = it._shm.name
+    it.close()
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name)
+
+
+def test_threads_when_forking_is_unsafe(rec: Path) -> None:
+    """With other Python threads alive, workers are threads, not forks, and
+    the batches are the same."""
+    import threading
+
+    want = [b.data[0] for b in make(rec, preprocess_threads=1, **AUGMENT)]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with make(rec, preprocess_threads=2, **AUGMENT) as it:
+            assert it.worker_kind == "threads"
+            got = [b.data[0] for b in it]
+    finally:
+        stop.set()
+        other.join()
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with make(rec, preprocess_threads=2) as it:
+        assert it.worker_kind == "processes"
