@@ -361,3 +361,21 @@ def test_threads_when_forking_is_unsafe(rec: Path) -> None:
         np.testing.assert_array_equal(a, b)
     with make(rec, preprocess_threads=2) as it:
         assert it.worker_kind == "processes"
+
+
+def test_a_killed_worker_is_reported_not_a_hang(rec: Path) -> None:
+    import os
+    import signal
+
+    from im2rec.executors import WorkerCrashed
+
+    it = make(rec, preprocess_threads=2, batch_size=2)
+    it.next()
+    assert it._executor is not None
+    pool: Any = it._executor._pools["processes"]
+    for pid in list(pool._processes):
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerCrashed, match="worker process died"):
+        for _ in range(len(it)):
+            it.next()
+    it.close()
