@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	scripts/install-pillow-simd.sh $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
 	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
@@ -62,6 +62,7 @@ bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by sid
 	$(BIN)/python bench/bench_pack.py --mx-python $(MX_VENV)/bin/python
 	$(BIN)/python bench/bench_inspect.py
 	$(BIN)/python bench/bench_loader.py --mx-python $(MX_VENV)/bin/python
+	$(BIN)/python bench/bench_distributed.py
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden

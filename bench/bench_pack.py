@@ -23,33 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from benchutil import drop_caches  # bench/ is on sys.path when run as a script
-from PIL import Image
+from benchutil import drop_caches, listed_images  # bench/ is on sys.path when run as a script
 
 TARGETS = {"pass_through": 1.0, "resize": 1.5, "read_floor": 1.5, "memory": 1.2}
-
-
-def make_images(root: Path, n: int, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    sizes = random.Random(seed)
-    for i in range(n):
-        w = sizes.randint(300, 1024)
-        h = min(768, max(225, int(w * sizes.uniform(0.6, 0.9))))
-        low = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
-        field = np.asarray(Image.fromarray(low).resize((w, h), Image.Resampling.BICUBIC), np.int16)
-        grain = rng.integers(-12, 13, (h, w, 1), dtype=np.int16)
-        img = Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8))
-        folder = root / f"class{i % 10}"
-        folder.mkdir(parents=True, exist_ok=True)
-        img.save(folder / f"img{i:05d}.jpg", quality=90)
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -111,15 +93,7 @@ def main() -> None:
     w = str(args.workers)
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-pack-") as tmp:
         work = Path(tmp)
-        make_images(work / "images", args.images)
-        subprocess.run(
-            [rec, "list", str(work / "images"), "--recursive", "-o", str(work / "images"), "-q"],
-            check=True,
-        )
-        lst = work / "images.lst"
-        for name in ("mx", "ours"):
-            (work / name).mkdir()
-            (work / name / "images.lst").write_bytes(lst.read_bytes())
+        lst = listed_images(work, args.images, copies=("mx", "ours"))
         floor = read_floor(work / "images", args.repeat)
         mx_import = best([mx_python, "-c", "import mxnet, cv2"], work, args.repeat)
         our_import = best(

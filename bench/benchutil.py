@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
+import subprocess
+import sys
 from pathlib import Path
+
+import numpy as np
+from PIL import Image
 
 
 def drop_caches() -> bool:
@@ -14,3 +20,35 @@ def drop_caches() -> bool:
         return True
     except OSError:
         return False
+
+
+def make_images(root: Path, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = random.Random(seed)
+    for i in range(n):
+        w = sizes.randint(300, 1024)
+        h = min(768, max(225, int(w * sizes.uniform(0.6, 0.9))))
+        low = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+        field = np.asarray(Image.fromarray(low).resize((w, h), Image.Resampling.BICUBIC), np.int16)
+        grain = rng.integers(-12, 13, (h, w, 1), dtype=np.int16)
+        img = Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8))
+        folder = root / f"class{i % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        img.save(folder / f"img{i:05d}.jpg", quality=90)
+
+
+def listed_images(work: Path, n: int, copies: tuple[str, ...] = ()) -> Path:
+    """``n`` generated photo-like JPEGs in ``work/images`` (10 class folders),
+    listed with ``rec list`` into ``work/images.lst``, and the list copied to
+    ``work/<name>/images.lst`` for each of ``copies``."""
+    make_images(work / "images", n)
+    rec = str(Path(sys.executable).with_name("rec"))
+    subprocess.run(
+        [rec, "list", str(work / "images"), "--recursive", "-o", str(work / "images"), "-q"],
+        check=True,
+    )
+    lst = work / "images.lst"
+    for name in copies:
+        (work / name).mkdir()
+        (work / name / "images.lst").write_bytes(lst.read_bytes())
+    return lst

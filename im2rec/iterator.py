@@ -14,9 +14,11 @@ its first record; unknown keyword arguments raise.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import math
+import os
 import sys
 import weakref
 from collections import deque
@@ -225,7 +227,7 @@ class ImageRecordIter:
         if self.worker_kind == "processes":
             self._shm = shared_memory.SharedMemory(create=True, size=size)
         self._buf: Any = self._shm.buf if self._shm is not None else bytearray(size)
-        self._finalizer = weakref.finalize(self, _release, self._executor, self._shm)
+        self._finalizer = weakref.finalize(self, _release, os.getpid(), self._executor, self._shm)
 
     def _start_epoch(self) -> None:
         n = len(self._offsets)
@@ -419,7 +421,15 @@ class BatchBuffers(NamedTuple):
     views: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _release(executor: LocalExecutor | None, shm: shared_memory.SharedMemory | None) -> None:
+def _release(
+    owner: int, executor: LocalExecutor | None, shm: shared_memory.SharedMemory | None
+) -> None:
+    # A process forked while this iterator was alive (another iterator's
+    # worker, a DataLoader worker) holds a copy of it, and its garbage
+    # collector may run this finaliser: only the creator may stop the
+    # workers and unlink the memory, which other processes still use.
+    if os.getpid() != owner:
+        return
     if executor is not None:
         executor.close()
     if shm is not None:
@@ -427,7 +437,8 @@ def _release(executor: LocalExecutor | None, shm: shared_memory.SharedMemory | N
             shm.close()
         except BufferError:
             pass  # a view is still alive somewhere; the unlink below still frees the name
-        shm.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()
 
 
 def _check_extra(extra: dict[str, Any]) -> None:

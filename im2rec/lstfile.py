@@ -23,6 +23,7 @@ __all__ = [
     "find_lists",
     "find_root",
     "format_lst_line",
+    "item_line",
     "lst_text",
     "printable",
     "read_lst",
@@ -147,6 +148,12 @@ def format_lst_line(entry: tuple[int, int, str]) -> str:
     which both MXNet readers (read_list and ImageRecordIter) parse."""
     key, label, path = entry
     return f"{key}\t{label:f}\t{path}\n"
+
+
+def item_line(item: ListItem) -> str:
+    """A parsed ``.lst`` line written back; :func:`read_lst` reads the same
+    key, labels (``repr`` keeps every float exactly) and path."""
+    return "\t".join([str(item.key), *map(repr, item.labels), item.path]) + "\n"
 
 
 def lst_text(entries: Sequence[tuple[int, int, str]], label_texts: list[str]) -> str:

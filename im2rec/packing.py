@@ -48,6 +48,7 @@ __all__ = [
     "PackOptions",
     "PackResult",
     "pack_list",
+    "resolve_root",
 ]
 
 Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
@@ -196,12 +197,7 @@ def pack_list(
     items = read_lst(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")
-    root_dir = Path(root) if root is not None else find_root(files.lst)
-    if not root_dir.is_dir():
-        raise MissingFileError(
-            f"{root_dir}: image root not found (from --root); pass the folder that "
-            "the list's paths are relative to"
-        )
+    root_dir = resolve_root(files.lst, root)
     state: dict[str, Any] = {
         "list_sha256": sha256_file(files.lst),
         "options": dataclasses.asdict(options),
@@ -229,6 +225,17 @@ def pack_list(
     result.seconds = time.perf_counter() - t0
     _finish(files, writer, result, state)
     return result
+
+
+def resolve_root(lst: Path, root: str | os.PathLike[str] | None) -> Path:
+    """The image root: ``root`` if given, else the one :func:`find_root` finds."""
+    root_dir = Path(root) if root is not None else find_root(lst)
+    if not root_dir.is_dir():
+        raise MissingFileError(
+            f"{root_dir}: image root not found (from --root); pass the folder that "
+            "the list's paths are relative to"
+        )
+    return root_dir
 
 
 def _write_records(

@@ -379,3 +379,25 @@ def test_a_killed_worker_is_reported_not_a_hang(rec: Path) -> None:
         for _ in range(len(it)):
             it.next()
     it.close()
+
+
+def test_a_forked_copy_does_not_release_the_parents_workers(rec: Path) -> None:
+    """A process forked while an iterator lives (a DataLoader worker, another
+    iterator's worker) may garbage-collect its copy: that must not stop the
+    parent's workers or unlink its shared memory."""
+    import os
+    import warnings
+
+    it = make(rec, preprocess_threads=2, batch_size=2)
+    first = it.next()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:
+        it._finalizer()  # what the child's garbage collector would run
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    rest = [it.next() for _ in range(len(it) - 1)]
+    labels = [v for b in [first, *rest] for v in b.label[0].tolist()]
+    assert labels == [float(i) for i in range(N)]
+    it.close()

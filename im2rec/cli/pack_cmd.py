@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
+from typing import Any
 
 import click
 
 from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
 from ..packing import PackOptions, PackResult, pack_list
+from ..sharding import ShardedResult, ShardRunner, pack_sharded
 from .common import err_console, handle_errors, out_console, progress_bar
 
 __all__ = ["pack_command"]
@@ -65,6 +68,31 @@ __all__ = ["pack_command"]
     is_flag=True,
     help="Continue an interrupted run from its partial output (or skip a finished one).",
 )
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    help="Split each list into N shards: NAME-0000i-of-0000N.rec/.idx/.pack.json.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where shards run: this machine's worker pool, or a Dask cluster (needs --shards).",
+)
+@click.option(
+    "--scheduler",
+    envvar="DASK_SCHEDULER_ADDRESS",
+    metavar="ADDRESS",
+    help="Dask scheduler, e.g. tcp://head:8786 [env DASK_SCHEDULER_ADDRESS; default: "
+    "a local cluster of --num-workers processes].",
+)
+@click.option(
+    "--global-index",
+    is_flag=True,
+    help="Also write NAME.global.idx: one index over all shards, offsets counted across "
+    "them in order (for DALI's readers.mxnet).",
+)
 @click.option("--strict", is_flag=True, help="Exit 1 if any image failed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
@@ -80,6 +108,10 @@ def pack_command(
     encoding: str,
     color: str,
     resume: bool,
+    shards: int | None,
+    executor: str,
+    scheduler: str | None,
+    global_index: bool,
     strict: bool,
     as_json: bool,
     quiet: bool,
@@ -97,23 +129,35 @@ def pack_command(
     Examples:
       rec list ./example --recursive && rec pack --pass-through --pack-label
       rec pack data_train.lst data_val.lst --resize 256 --quality 90 --num-workers 8
-      rec pack lists/train --root /data/images --resume --json
+      rec pack train.lst --resize 256 --shards 64 --executor dask --scheduler tcp://head:8786
     """
-    results: list[PackResult] = []
+    _check_shard_options(shards, executor, global_index)
+    results: list[PackResult | ShardedResult] = []
     with handle_errors():
         options = PackOptions(
             pass_through=pass_through, pack_label=pack_label, resize=resize,
             center_crop=center_crop, quality=quality, encoding=encoding, color=int(color),
         )  # fmt: skip
+        if executor == "dask":
+            from ..cluster import require_dask
+
+            require_dask()  # before any work: a missing extra is a setup mistake
         lists = find_lists(list(targets))
-        executor = LocalExecutor(num_workers, preload=["im2rec.packing"])
-        executor.start(io_bound=options.pass_through)  # workers start while the lists are read
-        with executor, progress_bar(quiet=quiet or as_json) as bar:
+        with ExitStack() as stack:
+            pool = stack.enter_context(LocalExecutor(num_workers, preload=["im2rec.packing"]))
+            runner = _runner(stack, pool, executor, scheduler, num_workers, options)
+            bar = stack.enter_context(progress_bar(quiet=quiet or as_json))
             for lst in lists:
                 track = bar.track(lst.name, total=0)
-                result = pack_list(
-                    lst, options, root=root, executor=executor, resume=resume, on_progress=track
-                )
+                if shards is None:
+                    result: Any = pack_list(
+                        lst, options, root=root, executor=pool, resume=resume, on_progress=track
+                    )
+                else:
+                    result = pack_sharded(
+                        lst, options, shards=shards, runner=runner, root=root, resume=resume,
+                        global_index=global_index, on_progress=track,
+                    )  # fmt: skip
                 results.append(result)
                 _warn(result)
     if as_json:
@@ -127,7 +171,43 @@ def pack_command(
         )
 
 
-def _warn(result: PackResult) -> None:
+def _check_shard_options(shards: int | None, executor: str, global_index: bool) -> None:
+    ctx = click.get_current_context()
+    if shards is None and executor == "dask":
+        raise click.UsageError("--executor dask packs shards: add --shards N (e.g. 4 per worker)")
+    if shards is None and global_index:
+        raise click.UsageError("--global-index indexes shards: add --shards N")
+    source = ctx.get_parameter_source("scheduler")
+    if executor == "local" and source == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--scheduler needs --executor dask")
+
+
+def _runner(
+    stack: ExitStack,
+    pool: LocalExecutor,
+    executor: str,
+    scheduler: str | None,
+    workers: int,
+    options: PackOptions,
+) -> ShardRunner:
+    from ..cluster import DaskRunner, LocalRunner
+
+    if executor == "dask":
+        return stack.enter_context(DaskRunner(scheduler, workers=workers))
+    pool.start(io_bound=options.pass_through)  # workers start while the lists are read
+    return LocalRunner(pool)
+
+
+def _warn(result: PackResult | ShardedResult) -> None:
+    if isinstance(result, ShardedResult):
+        if result.stale:
+            names = ", ".join(p.name for p in result.stale[:4])
+            more = f" and {len(result.stale) - 4} more" if len(result.stale) > 4 else ""
+            err_console().print(
+                f"[yellow]shards of an earlier run with another --shards count are still "
+                f"beside the list ({names}{more}); delete them before reading NAME-*.rec[/]",
+            )
+        return
     if result.dropped_labels:
         err_console().print(
             f"[yellow]{result.dropped_labels:,} line(s) of {result.lst.name} have more than one "
@@ -135,9 +215,12 @@ def _warn(result: PackResult) -> None:
         )
 
 
-def _summary(results: list[PackResult]) -> None:
+def _summary(results: list[PackResult | ShardedResult]) -> None:
     console = out_console()
     for r in results:
+        if isinstance(r, ShardedResult):
+            _shard_summary(r)
+            continue
         if r.already_done:
             console.print(
                 f"{r.lst.name}: already packed into {r.rec.name} (--resume); nothing to do"
@@ -156,3 +239,36 @@ def _summary(results: list[PackResult]) -> None:
                 f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.failure_report}"
             )
         console.print(f"  manifest: {r.manifest}", markup=False)
+
+
+def _shard_summary(r: ShardedResult) -> None:
+    console = out_console()
+    skipped = [s for s in r.shards if s.skipped]
+    packed = [s for s in r.shards if not s.skipped]
+    rate = sum(s.entries for s in packed) / r.seconds if r.seconds else 0.0
+    workers = {s.worker for s in packed}
+    where = "this machine" if workers == {"local"} else f"{len(workers)} worker(s)"
+    first = f"{r.lst.stem}-00000-of-{r.count:05d}.rec"
+    console.print(
+        f"{r.lst.name} -> [bold]{r.count} shards[/] ({first} ...): {r.records:,} records, "
+        f"{r.bytes / 1e6:,.1f} MB"
+        + (f" in {r.seconds:,.1f} s ({rate:,.0f} images/s on {where})" if packed else "")
+    )
+    if skipped:
+        console.print(
+            f"  {len(skipped)} shard(s) already packed and verified (--resume), "
+            f"{len(packed)} packed now"
+        )
+    failed = sum(r.failures.values())
+    if failed:
+        reasons = ", ".join(f"{n:,} {reason}" for reason, n in r.failures.most_common())
+        console.print(
+            f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.lst.stem}-*.failures.tsv"
+        )
+    slow = sorted((s for s in r.shards if not s.skipped), key=lambda s: -s.seconds)[:3]
+    if len(r.shards) > 1 and slow:
+        names = ", ".join(f"{s.index:05d} ({s.seconds:,.1f} s, {s.worker})" for s in slow)
+        console.print(f"  slowest shards: {names}", markup=False)
+    if r.global_index is not None:
+        console.print(f"  global index: {r.global_index}", markup=False)
+    console.print(f"  shards manifest: {r.manifest}", markup=False)

@@ -1,0 +1,352 @@
+"""Packing one list into N shards, each a separate ``.rec``/``.idx`` pair.
+
+Shard ``i`` of ``N`` of ``train.lst`` holds a contiguous slice of the list
+(sizes differ by at most one entry) and is written as
+``train-0000i-of-0000N.rec``, ``.idx``, ``.pack.json`` (its manifest) and,
+when images failed, ``.failures.tsv``. Zero-padded numbers sort the shards in
+list order, so the shards read in name order hold exactly the records of an
+unsharded pack, byte for byte.
+
+:func:`pack_shard` is the unit of work, on this machine or a cluster worker:
+a pure function of (list slice, options, destination). It packs into a
+private staging folder beside the outputs and renames the finished files into
+place, manifest last, so a task that runs twice (a retry after a worker died,
+or a duplicate) leaves the same bytes and never a half-written file. With
+``resume=True`` a shard whose manifest matches its slice and whose files
+match the manifest's SHA-256 is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .atomic import AtomicGroup
+from .errors import ConfigError, DatasetError
+from .executors import LocalExecutor
+from .lstfile import ListItem, item_line, read_lst
+from .packing import PackOptions, pack_list, resolve_root
+from .recordio import RecordIndex, load_index
+from .resuming import sha256_file
+
+__all__ = [
+    "RunHooks",
+    "ShardResult",
+    "ShardRunner",
+    "ShardSpec",
+    "ShardedResult",
+    "pack_shard",
+    "pack_sharded",
+    "shard_specs",
+    "stale_shards",
+    "write_global_index",
+]
+
+Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
+#: (shard index, entries of that shard done, its bytes written)
+ShardProgress = Callable[[int, int, int], None]
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Everything one shard needs; small and picklable, so it can travel to
+    a cluster worker."""
+
+    name: str
+    index: int
+    count: int
+    items: tuple[ListItem, ...]
+    options: PackOptions
+    root: str
+    out_dir: str
+
+    @property
+    def stem(self) -> str:
+        return shard_stem(self.name, self.index, self.count)
+
+    def path(self, suffix: str) -> Path:
+        return Path(self.out_dir) / f"{self.stem}{suffix}"
+
+    def list_text(self) -> str:
+        return "".join(map(item_line, self.items))
+
+
+@dataclass
+class ShardResult:
+    """What packing (or skipping) one shard did."""
+
+    index: int
+    entries: int
+    records: int
+    failures: Counter[str] = field(default_factory=Counter)
+    bytes: int = 0
+    seconds: float = 0.0
+    skipped: bool = False  # --resume found it finished and verified
+    worker: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["failures"] = dict(self.failures)
+        return d
+
+
+def shard_stem(name: str, index: int, count: int) -> str:
+    return f"{name}-{index:05d}-of-{count:05d}"
+
+
+def shard_specs(
+    lst: Path, items: Sequence[ListItem], count: int, options: PackOptions, root: Path
+) -> list[ShardSpec]:
+    """Contiguous, balanced slices of the list, in list order."""
+    if not 1 <= count <= len(items):
+        raise ConfigError(
+            f"--shards must be between 1 and the {len(items):,} entries of {lst.name}"
+        )
+    bounds = np.linspace(0, len(items), count + 1).round().astype(int)
+    return [
+        ShardSpec(
+            lst.stem,
+            i,
+            count,
+            tuple(items[bounds[i] : bounds[i + 1]]),
+            options,
+            str(root.resolve()),
+            str(lst.parent.resolve()),
+        )  # fmt: skip
+        for i in range(count)
+    ]
+
+
+def pack_shard(
+    spec: ShardSpec,
+    *,
+    executor: LocalExecutor | None = None,
+    resume: bool = False,
+    on_progress: Progress | None = None,
+) -> ShardResult:
+    """Pack one shard (see the module doc); safe to run twice."""
+    if resume:
+        done = verified(spec)
+        if done is not None:
+            return done
+    staging = Path(spec.out_dir) / f".{spec.stem}.{uuid.uuid4().hex[:12]}.staging"
+    staging.mkdir()
+    try:
+        lst = staging / f"{spec.stem}.lst"
+        lst.write_text(spec.list_text(), encoding="utf-8")
+        result = pack_list(
+            lst, spec.options, root=spec.root, executor=executor, on_progress=on_progress
+        )
+        report = spec.path(".failures.tsv")
+        if result.failure_report is not None:
+            os.replace(result.failure_report, report)
+        else:
+            report.unlink(missing_ok=True)
+        os.replace(result.rec, spec.path(".rec"))
+        os.replace(result.idx, spec.path(".idx"))
+        os.replace(result.manifest, spec.path(".pack.json"))  # last: the shard is complete
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ShardResult(
+        spec.index, result.entries, result.records, result.failures, result.bytes,
+        result.seconds,
+    )  # fmt: skip
+
+
+def verified(spec: ShardSpec) -> ShardResult | None:
+    """The shard's result if its outputs are finished, made from this very
+    slice, root and options, and unchanged since (SHA-256); else None."""
+    try:
+        manifest = json.loads(spec.path(".pack.json").read_text(encoding="utf-8"))
+        digest = hashlib.sha256(spec.list_text().encode("utf-8")).hexdigest()
+        ok = (
+            manifest["list"]["sha256"] == digest
+            and manifest["options"] == asdict(spec.options)
+            and manifest["root"] == spec.root
+            and all(
+                sha256_file(spec.path(f".{kind}")) == manifest[kind]["sha256"]
+                for kind in ("rec", "idx")
+            )
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not ok:
+        return None
+    return ShardResult(
+        spec.index, len(spec.items), manifest["records"], Counter(manifest["failures"]),
+        manifest["rec"]["bytes"], 0.0, skipped=True,
+    )  # fmt: skip
+
+
+def write_global_index(specs: Sequence[ShardSpec], path: Path) -> int:
+    """One ``.idx`` over all shards, offsets counted across the shards
+    concatenated in name order (what DALI's ``readers.mxnet`` wants with
+    several ``.rec`` paths). Returns the number of entries."""
+    keys: list[Any] = []
+    offsets: list[np.ndarray] = []
+    base = 0
+    for spec in specs:
+        index = load_index(spec.path(".idx"))
+        keys.extend(index.key_list())
+        offsets.append(index.offsets + base)
+        base += spec.path(".rec").stat().st_size
+    merged = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    RecordIndex(keys, merged, str(path)).save(path)
+    return len(keys)
+
+
+def write_shard_manifest(
+    lst: Path, specs: Sequence[ShardSpec], results: Sequence[ShardResult], path: Path
+) -> None:
+    """``NAME.shards.json``: the shards in order with their counts and sizes."""
+    by_index = {r.index: r for r in results}
+    shards = [
+        {
+            "rec": spec.path(".rec").name,
+            "idx": spec.path(".idx").name,
+            "entries": len(spec.items),
+            "records": by_index[spec.index].records,
+            "bytes": by_index[spec.index].bytes,
+            "failures": dict(by_index[spec.index].failures),
+        }
+        for spec in specs
+    ]
+    data = {"list": lst.name, "shards": shards, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with AtomicGroup() as group:
+        group.write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def stale_shards(lst: Path, count: int) -> list[Path]:
+    """Shard outputs of ``lst`` from a run with another shard count."""
+    pattern = re.compile(rf"{re.escape(lst.stem)}-\d{{5}}-of-(\d{{5}})\.(rec|idx)$")
+    return sorted(
+        p
+        for p in lst.parent.iterdir()
+        if (m := pattern.match(p.name)) is not None and int(m.group(1)) != count
+    )
+
+
+def remove_staging(lst: Path, count: int) -> None:
+    """Staging folders left by attempts that died (a killed worker)."""
+    for path in lst.parent.glob(f".{glob_escape(lst.stem)}-*-of-{count:05d}.*.staging"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """How a runner packs and reports: ``on_result`` as each shard finishes,
+    ``on_progress`` while one is being packed."""
+
+    resume: bool
+    on_result: Callable[[ShardResult], None]
+    on_progress: ShardProgress
+
+
+class ShardRunner(Protocol):
+    """Runs :func:`pack_shard` over shard specs: here, or on a cluster."""
+
+    def check(self, root: Path, sample: str, out_dir: Path) -> None:
+        """Fail early if the workers cannot see the root or write the output."""
+
+    def run(self, specs: Sequence[ShardSpec], hooks: RunHooks) -> None:
+        """Pack every shard."""
+
+
+@dataclass
+class ShardedResult:
+    """What :func:`pack_sharded` did for one list."""
+
+    lst: Path
+    count: int
+    entries: int
+    shards: list[ShardResult]
+    seconds: float
+    manifest: Path
+    global_index: Path | None = None
+    stale: list[Path] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.shards)
+
+    @property
+    def failures(self) -> Counter[str]:
+        return sum((r.failures for r in self.shards), Counter())
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes for r in self.shards)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lst": str(self.lst), "shards": [r.to_dict() for r in self.shards],
+            "count": self.count, "entries": self.entries, "records": self.records,
+            "failures": dict(self.failures), "bytes": self.bytes, "seconds": self.seconds,
+            "manifest": str(self.manifest),
+            "global_index": str(self.global_index) if self.global_index else None,
+            "stale": [str(p) for p in self.stale],
+        }  # fmt: skip
+
+
+def pack_sharded(
+    lst: str | os.PathLike[str],
+    options: PackOptions,
+    *,
+    shards: int,
+    runner: ShardRunner,
+    root: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    global_index: bool = False,
+    on_progress: Progress | None = None,
+) -> ShardedResult:
+    """Pack ``lst`` into ``shards`` shards with ``runner``; then write
+    ``NAME.shards.json`` and, with ``global_index``, ``NAME.global.idx``."""
+    path = Path(lst)
+    items = read_lst(path)
+    if not items:
+        raise DatasetError(f"{path}: the list has no entries")
+    root_dir = resolve_root(path, root)
+    specs = shard_specs(path, items, shards, options, root_dir)
+    runner.check(root_dir.resolve(), items[0].path, path.parent.resolve())
+    results: list[ShardResult] = []
+    progress = {spec.index: (0, 0) for spec in specs}
+
+    def shard_progress(index: int, done: int, nbytes: int) -> None:
+        progress[index] = (done, nbytes)
+        if on_progress is not None:
+            values = progress.values()
+            on_progress(sum(d for d, _ in values), len(items), sum(b for _, b in values))
+
+    def shard_done(result: ShardResult) -> None:
+        results.append(result)
+        shard_progress(result.index, result.entries, result.bytes)
+
+    t0 = time.perf_counter()
+    runner.run(specs, RunHooks(resume, shard_done, shard_progress))
+    seconds = time.perf_counter() - t0
+    remove_staging(path, shards)
+    results.sort(key=lambda r: r.index)
+    manifest = path.with_suffix(".shards.json")
+    write_shard_manifest(path, specs, results, manifest)
+    result = ShardedResult(path, shards, len(items), results, seconds, manifest)
+    if global_index:
+        result.global_index = path.with_suffix(".global.idx")
+        write_global_index(specs, result.global_index)
+    result.stale = stale_shards(path, shards)
+    return result
