@@ -50,7 +50,7 @@ class LocalRunner:
             result = pack_shard(
                 spec, executor=self.executor, resume=hooks.resume, on_progress=progress
             )
-            result.worker = "local"
+            result.worker = "" if result.skipped else "local"
             hooks.on_result(result)
 
 

@@ -217,3 +217,39 @@ def test_rec_pack_on_a_local_dask_cluster(images: Path, tmp_path: Path) -> None:
     assert {s["worker"].startswith("tcp://") for s in report["shards"]} == {True}
     again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True)
     assert "2 shard(s) already packed and verified (--resume), 0 packed now" in again.stdout
+
+
+def test_the_scheduler_address_from_the_environment(
+    images: Path, tmp_path: Path, cluster: DaskRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lst = listed(images, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    address = cluster.client.scheduler.address
+    result = CliRunner(env={"DASK_SCHEDULER_ADDRESS": address}).invoke(
+        main,
+        [
+            "pack",
+            lst.name,
+            "--root",
+            str(images),
+            "--resize",
+            "40",
+            "--quality",
+            "90",
+            "--shards",
+            "2",
+            "--executor",
+            "dask",
+        ],  # fmt: skip
+    )
+    assert result.exit_code == 0, result.output
+    workers = set(cluster.client.scheduler_info()["workers"])
+    lines = result.output.splitlines()
+    rows = [line.split() for line in lines if line.strip().startswith("0000")]
+    assert [row[0] for row in rows] == ["00000", "00001"]  # the per-shard table
+    assert sum(int(row[1]) for row in rows) == 60 and {row[-1] for row in rows} <= workers
+    # another shard count later: the old shards are pointed out, not deleted
+    again = CliRunner().invoke(main, ["pack", lst.name, "--root", str(images), "--shards", "3",
+                                      "--resize", "40", "--quality", "90"])  # fmt: skip
+    assert again.exit_code == 0 and "data-00000-of-00002.idx" in again.output
+    assert lst.with_name("data-00000-of-00002.rec").exists()

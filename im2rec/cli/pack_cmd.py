@@ -205,7 +205,8 @@ def _warn(result: PackResult | ShardedResult) -> None:
             more = f" and {len(result.stale) - 4} more" if len(result.stale) > 4 else ""
             err_console().print(
                 f"[yellow]shards of an earlier run with another --shards count are still "
-                f"beside the list ({names}{more}); delete them before reading NAME-*.rec[/]",
+                f"beside the list ({names}{more}); delete them before reading "
+                f"{result.lst.stem}-*.rec[/]",
             )
         return
     if result.dropped_labels:
@@ -241,6 +242,27 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
         console.print(f"  manifest: {r.manifest}", markup=False)
 
 
+SHARD_TABLE_MAX = 16  # more shards: the slowest three, and the rest in NAME.shards.json
+
+
+def _shard_table(r: ShardedResult) -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, padding=(0, 2), pad_edge=True)
+    for name in ("shard", "records", "failed", "MB", "seconds", "worker"):
+        table.add_column(name, justify="left" if name in ("shard", "worker") else "right")
+    slowest = max((s.seconds for s in r.shards), default=0.0)
+    for s in r.shards:
+        seconds = "verified" if s.skipped else f"{s.seconds:,.1f}"
+        if s.seconds == slowest and len(r.shards) > 1 and not s.skipped:
+            seconds = f"[yellow]{seconds}[/]"
+        table.add_row(
+            f"{s.index:05d}", f"{s.records:,}", f"{sum(s.failures.values()):,}",
+            f"{s.bytes / 1e6:,.1f}", seconds, s.worker or "-",
+        )  # fmt: skip
+    return table
+
+
 def _shard_summary(r: ShardedResult) -> None:
     console = out_console()
     skipped = [s for s in r.shards if s.skipped]
@@ -265,10 +287,12 @@ def _shard_summary(r: ShardedResult) -> None:
         console.print(
             f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.lst.stem}-*.failures.tsv"
         )
-    slow = sorted((s for s in r.shards if not s.skipped), key=lambda s: -s.seconds)[:3]
-    if len(r.shards) > 1 and slow:
+    if len(r.shards) <= SHARD_TABLE_MAX:
+        console.print(_shard_table(r))
+    else:
+        slow = sorted(packed, key=lambda s: -s.seconds)[:3]
         names = ", ".join(f"{s.index:05d} ({s.seconds:,.1f} s, {s.worker})" for s in slow)
-        console.print(f"  slowest shards: {names}", markup=False)
+        console.print(f"  slowest shards: {names}; every shard: {r.manifest.name}", markup=False)
     if r.global_index is not None:
         console.print(f"  global index: {r.global_index}", markup=False)
     console.print(f"  shards manifest: {r.manifest}", markup=False)
