@@ -37,6 +37,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 #: command name -> "module:attribute"; imported only when that command runs,
 #: so `rec verify` does not pay for Pillow and the process pool.
 COMMANDS = {
+    "imagenet": ".imagenet_cmd:imagenet_command",
     "index": ".inspect_cmd:index_command",
     "info": ".inspect_cmd:info_command",
     "list": ".list_cmd:list_command",

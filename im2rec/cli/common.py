@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 EXIT_INTERRUPTED = 130
+FC = TypeVar("FC", bound=Callable[..., Any])
 
 
 def out_console() -> Console:
@@ -40,6 +41,14 @@ def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def num_workers_option(default: Any, help: str, show_default: Any = True) -> Callable[[FC], FC]:
+    """``--num-workers N`` with im2rec.py's and GluonCV's ``--num-thread`` alias."""
+    return click.option(
+        "--num-workers", "--num-thread", "num_workers", type=click.IntRange(min=1),
+        default=default, show_default=show_default, help=help,
+    )  # fmt: skip
 
 
 @contextmanager

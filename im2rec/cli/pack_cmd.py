@@ -12,7 +12,7 @@ from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
 from ..packing import PackOptions, PackResult, pack_list
 from ..sharding import ShardedResult, ShardRunner, pack_sharded
-from .common import err_console, handle_errors, out_console, progress_bar
+from .common import err_console, handle_errors, num_workers_option, out_console, progress_bar
 
 __all__ = ["pack_command"]
 
@@ -25,14 +25,8 @@ __all__ = ["pack_command"]
     help="Folder the list's paths are relative to. [default: the root recorded "
     "by `rec list`, else the folder named like the list]",
 )
-@click.option(
-    "--num-workers",
-    "--num-thread",
-    "num_workers",
-    type=click.IntRange(min=1),
-    default=default_workers,
-    show_default="number of CPUs",
-    help="Worker processes that read and encode images.",
+@num_workers_option(
+    default_workers, "Worker processes that read and encode images.", "number of CPUs"
 )
 @click.option("--pass-through", is_flag=True, help="Store the image files' bytes unchanged.")
 @click.option(

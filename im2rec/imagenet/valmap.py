@@ -1,0 +1,211 @@
+"""Which class each ILSVRC2012 validation image belongs to (spec: imagenet.md §3.3, §7).
+
+The relation is 50,000 ``(ILSVRC2012_val_%08d.JPEG, wnid)`` pairs. It ships
+inside the package (``val_map.bin``, derived from GluonCV's
+``imagenet_val_maps.pklz`` by ``scripts/make_val_map.py``), so nothing needs
+the network. ``--val-map`` reads any of the formats people have:
+
+* GluonCV's ``imagenet_val_maps.pklz`` (gzip) or ``.pkl``: ``[wnids, [(fname,
+  wnid), ...]]``, loaded by an unpickler that refuses every global, so a
+  hostile pickle is an error and nothing in it runs;
+* a ``fname wnid`` list (TAB or spaces; the CNTK ``val.zip@/`` prefix is
+  dropped);
+* soumith's ``valprep.sh`` (``mkdir -p wnid`` and ``mv fname wnid/`` lines);
+* TensorFlow's synset labels: one WNID per line, line i for val image i.
+
+``--devkit`` reads ``ILSVRC2012_devkit_t12.tar.gz`` (meta.mat + the ground
+truth, whose IDs are 1-based devkit IDs, not sorted-WNID order).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+import re
+import tarfile
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DatasetError
+from .matfile import read_mat
+
+__all__ = ["BUNDLED", "ValMap", "bundled_val_map", "load_devkit", "load_val_map"]
+
+MAGIC = b"im2rec-val-map 1\n"
+BUNDLED = "val_map.bin"
+NAME = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG\Z")
+WNID = re.compile(r"n\d{8}\Z")
+DEVKIT_META = "ILSVRC2012_devkit_t12/data/meta.mat"
+DEVKIT_TRUTH = "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt"
+
+
+@dataclass(frozen=True)
+class ValMap:
+    """``pairs[i]`` is ``(ILSVRC2012_val_{i+1:08d}.JPEG, wnid)``; ``wnids``
+    are the classes, sorted (their positions are the 0-based labels)."""
+
+    pairs: tuple[tuple[str, str], ...]
+    source: str
+
+    @property
+    def wnids(self) -> list[str]:
+        return sorted({w for _, w in self.pairs})
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.pairs)
+
+    def tsv(self) -> str:
+        """The canonical export: ``fname<TAB>wnid`` lines in file-name order."""
+        return "".join(f"{f}\t{w}\n" for f, w in self.pairs)
+
+    def disagreements(self, other: ValMap) -> list[str]:
+        mine, theirs = self.as_dict(), other.as_dict()
+        out = [
+            f"{name}: {mine.get(name, 'missing')} in {self.source}, "
+            f"{theirs.get(name, 'missing')} in {other.source}"
+            for name in sorted(mine.keys() | theirs.keys())
+            if mine.get(name) != theirs.get(name)
+        ]
+        return out
+
+
+def _checked(pairs: list[tuple[str, str]], source: str) -> ValMap:
+    """Names ILSVRC2012_val_00000001.. in order without gaps, WNIDs well
+    formed; the full set is 1,000 classes of 50."""
+    if not pairs:
+        raise DatasetError(f"{source}: the val map is empty")
+    pairs = sorted(pairs)
+    for i, (name, wnid) in enumerate(pairs, 1):
+        m = NAME.match(name)
+        if m is None or int(m.group(1)) != i:
+            raise DatasetError(
+                f"{source}: expected ILSVRC2012_val_{i:08d}.JPEG as entry {i}, found {name!r} "
+                "(names must be ILSVRC2012_val_%08d.JPEG, numbered from 1 without gaps or "
+                "repeats)"
+            )
+        if not WNID.match(wnid):
+            raise DatasetError(f"{source}: {name} has class {wnid!r}, not a WNID like n01440764")
+    vm = ValMap(tuple(pairs), source)
+    if len(pairs) == 50_000:
+        counts = np.unique([w for _, w in pairs], return_counts=True)[1]
+        if len(counts) != 1000 or set(counts.tolist()) != {50}:
+            raise DatasetError(
+                f"{source}: the ILSVRC2012 val set has 1,000 classes of 50 images; this map has "
+                f"{len(counts)} classes of {counts.min()}-{counts.max()}"
+            )
+    return vm
+
+
+class _NoGlobals(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise DatasetError(
+            f"the val map pickle refers to {module}.{name}; a val map holds only lists and "
+            "strings, so it was not loaded (nothing in it was run)"
+        )
+
+
+def _from_pickle(data: bytes, source: str) -> ValMap:
+    try:
+        obj = _NoGlobals(io.BytesIO(data)).load()
+    except DatasetError as exc:
+        raise DatasetError(f"{source}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any malformed pickle
+        raise DatasetError(f"{source}: not a readable val map pickle ({exc})") from None
+    try:
+        _dirs, mappings = obj
+        pairs = [(str(f), str(w)) for f, w in mappings]
+    except (TypeError, ValueError):
+        raise DatasetError(
+            f"{source}: expected GluonCV's structure [wnids, [(fname, wnid), ...]]"
+        ) from None
+    return _checked(pairs, source)
+
+
+def _from_text(text: str, source: str) -> ValMap:
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if any(line[0] == "mv" for line in lines):  # valprep.sh
+        pairs = [(ln[1], ln[2].rstrip("/")) for ln in lines if ln[0] == "mv" and len(ln) >= 3]
+    elif all(len(line) == 1 for line in lines):  # TensorFlow: a WNID per line
+        pairs = [(f"ILSVRC2012_val_{i:08d}.JPEG", ln[0]) for i, ln in enumerate(lines, 1)]
+    elif all(len(line) == 2 for line in lines):
+        pairs = [(Path(f.split("@/")[-1]).name, w) for f, w in lines]
+    else:
+        raise DatasetError(
+            f"{source}: not a val map format im2rec knows (GluonCV pklz/pkl, `fname wnid` "
+            "lines, valprep.sh, or one WNID per line)"
+        )
+    return _checked(pairs, source)
+
+
+def load_val_map(path: Path) -> ValMap:
+    """A val map from any supported file (see the module doc)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: val map not found") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise DatasetError(f"{path}: a damaged gzip file ({exc})") from None
+    if data[:1] in (b"(", b"\x80", b"]"):
+        return _from_pickle(data, str(path))
+    try:
+        return _from_text(data.decode("ascii"), str(path))
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: neither a pickle nor a text val map") from None
+
+
+def bundled_val_map() -> ValMap:
+    """The 50,000-image relation that ships with im2rec."""
+    blob = zlib.decompress(resources.files(__package__).joinpath(BUNDLED).read_bytes())
+    head, labels = blob[len(MAGIC) :].split(b"\n\n", 1)
+    wnids = head.decode("ascii").split("\n")
+    index = np.frombuffer(labels, "<u2")
+    pairs = [(f"ILSVRC2012_val_{i:08d}.JPEG", wnids[k]) for i, k in enumerate(index.tolist(), 1)]
+    return ValMap(tuple(pairs), "the val map bundled with im2rec")
+
+
+def load_devkit(path: Path) -> ValMap:
+    """The val relation from the devkit's meta.mat and ground truth, read
+    straight from the ``.tar.gz``."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            meta = _member(tar, DEVKIT_META, path)
+            truth = _member(tar, DEVKIT_TRUTH, path)
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: devkit not found") from None
+    except tarfile.TarError as exc:
+        raise DatasetError(f"{path}: not a readable devkit archive ({exc})") from None
+    synsets = read_mat(meta, f"{path}:{DEVKIT_META}").get("synsets")
+    if not isinstance(synsets, list):
+        raise DatasetError(f"{path}: meta.mat has no `synsets` struct array")
+    leaves = {
+        int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["num_children"]) == 0
+    }
+    if len(set(leaves.values())) != len(leaves):
+        raise DatasetError(f"{path}: meta.mat names a WNID twice among its leaf synsets")
+    ids = [int(v) for v in truth.decode("ascii").split()]
+    unknown = sorted(set(ids) - leaves.keys())
+    if unknown:
+        raise DatasetError(
+            f"{path}: the ground truth uses IDs meta.mat does not define: {unknown[:5]}"
+        )
+    pairs = [(f"ILSVRC2012_val_{i:08d}.JPEG", leaves[k]) for i, k in enumerate(ids, 1)]
+    return _checked(pairs, str(path))
+
+
+def _member(tar: tarfile.TarFile, name: str, path: Path) -> bytes:
+    try:
+        f = tar.extractfile(name)
+    except KeyError:
+        f = None
+    if f is None:
+        raise DatasetError(f"{path}: {name} is missing; is this ILSVRC2012_devkit_t12.tar.gz?")
+    return f.read()
