@@ -389,3 +389,46 @@ def test_a_devkit_that_is_not_one(tmp_path: Path) -> None:
         tar.addfile(info, io.BytesIO(b""))
     with pytest.raises(DatasetError, match="meta.mat is missing"):
         load_devkit(path)
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path) -> None:
+    """kill -9 of a real `rec imagenet` in the middle of train, then --resume."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .imagenet_fixture import TRAIN_ORDER, jpeg
+
+    fake = make_fake_imagenet(tmp_path / "download")
+    fake.write_pklz(fake.download / "imagenet_val_maps.pklz")
+    photos = [jpeg(500 + k) for k in range(20)]
+    outer = []
+    for c, wnid in enumerate(TRAIN_ORDER):  # big classes, so the run takes a while
+        files = [(f"{wnid}_{k}.JPEG", photos[(c + k) % 20] + bytes(k % 7)) for k in range(1500)]
+        fake.train[wnid] = dict(files)
+        outer.append((f"{wnid}.tar", tar_bytes(files)))
+    (fake.download / "ILSVRC2012_img_train.tar").write_bytes(tar_bytes(outer))
+    target = tmp_path / "t"
+    cmd = [sys.executable, "-m", "im2rec", "imagenet", "--download-dir", str(fake.download),
+           "--target-dir", str(target), "--with-rec", "-q"]  # fmt: skip
+    proc = subprocess.Popen(cmd)
+    staging = tmp_path / "t.partial" / "train.partial"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.suffix != ".partial" for p in _dirs(staging)):
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not target.exists() and staging.exists()
+    subprocess.run([*cmd, "--resume"], check=True)
+    assert tree(target) == fake.expected_tree()
+    assert len(_records(target / "rec/train.rec")) == 6000
+
+
+def _dirs(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_dir()]
+    except FileNotFoundError:
+        return []
