@@ -125,7 +125,8 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
         def update(step: str, done: int, total: int) -> None:
             bar = counts if step.endswith(".rec") else bars
             if step not in tasks:
-                tasks[step] = bar.add_task(STEPS.get(step, step), total=total)
+                name = STEPS.get(step, step.replace("ILSVRC2012_img_", "").replace(".tar", ""))
+                tasks[step] = bar.add_task(name, total=total)
             bar.update(tasks[step], completed=done, total=total)
 
         yield update
