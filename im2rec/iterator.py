@@ -114,11 +114,11 @@ class ImageRecordIter:
     def __init__(
         self,
         *,
-        path_imgrec: str,
+        path_imgrec: str | os.PathLike[str],
         data_shape: tuple[int, int, int],
         batch_size: int,
-        path_imgidx: str = "",
-        path_imglist: str = "",
+        path_imgidx: str | os.PathLike[str] = "",
+        path_imglist: str | os.PathLike[str] = "",
         label_width: int = 1,
         shuffle: bool = False,
         seed: int = 0,
@@ -178,6 +178,7 @@ class ImageRecordIter:
         self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
         self.seed_aug = seed if seed_aug is None else seed_aug
         self.skip_corrupt = on_corrupt == "skip"
+        path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
         self.path_imgrec = path_imgrec
         self._offsets = _part(
             _record_offsets(path_imgrec, path_imgidx, verbose), num_parts, part_index
@@ -188,7 +189,7 @@ class ImageRecordIter:
                 f"part {part_index} of {num_parts}; use a smaller batch_size, or "
                 "round_batch=False for one padded batch"
             )
-        self._labels = _lst_labels(path_imglist, label_width) if path_imglist else None
+        self._labels = _lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
         self.layout = SlotLayout(
             batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
         )

@@ -323,6 +323,11 @@ def test_truncated_and_missing_files(rec: Path, tmp_path: Path) -> None:
         make(tmp_path / "nope.rec")
 
 
+def test_paths_may_be_path_objects(rec: Path) -> None:
+    it = make(rec, path_imgrec=rec, path_imgidx=rec.with_suffix(".idx"))
+    assert it.next().label[0].tolist() == [0, 1, 2, 3]
+
+
 def test_without_an_index_the_file_is_scanned_with_a_note(
     rec: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
