@@ -149,7 +149,9 @@ def test_real_process_interrupted_then_resumed(many: Path, sig: signal.Signals) 
     early = max(len(reference[0]) // 5, 1 << 20)
     while time.monotonic() < deadline and (not partial.exists() or partial.stat().st_size < early):
         time.sleep(0.01)
-    assert proc.poll() is None, "finished before it could be interrupted"
+    if proc.poll() is not None:
+        pytest.fail(f"rec pack ended (exit {proc.returncode}) before it could be interrupted: "
+                    f"{proc.communicate()[1][-2000:]}")  # fmt: skip
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     if sig == signal.SIGINT:

@@ -265,8 +265,23 @@ def test_the_bundled_map_is_gluoncvs(tmp_path: Path) -> None:
     d = vm.as_dict()
     assert d[val_name(1)] == "n01751748" and d[val_name(19877)] == "n13133613"
     assert d[val_name(293)] == "n01440764" and d[val_name(50000)] == "n02437616"
-    if SHARED_PKLZ.exists():  # the real GluonCV file, beside the project
+    # Written back as GluonCV wrote it (Python 2, protocol 0: STRING and PUT
+    # opcodes, memo numbers in order), the map is byte for byte the payload of
+    # imagenet_val_maps.pklz, whose SHA-1 the spec gives (§3.3).
+    parts, memo = ["(lp0\n(lp1\n"], 2
+    for wnid in vm.wnids:
+        parts.append(f"S'{wnid}'\np{memo}\na")
+        memo += 1
+    parts.append(f"a(lp{memo}\n")
+    memo += 1
+    for fname, wnid in vm.pairs:
+        parts.append(f"(S'{fname}'\np{memo}\nS'{wnid}'\np{memo + 1}\ntp{memo + 2}\na")
+        memo += 3
+    payload = ("".join(parts) + "a.").encode()
+    assert hashlib.sha1(payload).hexdigest() == "3226d88aed2703d0ec5d94f0bbe4ca13bbe48974"
+    if SHARED_PKLZ.exists():  # the real GluonCV file, when it is beside the project
         assert load_val_map(SHARED_PKLZ).pairs == vm.pairs
+        assert gzip.decompress(SHARED_PKLZ.read_bytes()) == payload
 
 
 def _records(rec: Path) -> list[tuple[Any, bytes]]:
