@@ -173,6 +173,26 @@ def test_an_extra_val_file_is_an_error(fake: FakeImagenet, tmp_path: Path) -> No
         prepare_imagenet(options(fake, tmp_path / "t"))
 
 
+def test_a_map_entry_missing_from_the_val_tar_is_an_error(
+    fake: FakeImagenet, tmp_path: Path
+) -> None:
+    members = [(n, d) for n, d in fake.val.items() if n != val_name(3)]
+    (fake.download / "ILSVRC2012_img_val.tar").write_bytes(tar_bytes(members))
+    with pytest.raises(
+        DatasetError, match=r"missing from the tar \['ILSVRC2012_val_00000003.JPEG'\]"
+    ):
+        prepare_imagenet(options(fake, tmp_path / "t"))
+    assert not (tmp_path / "t").exists() and not (tmp_path / "t.partial").exists()
+
+
+def test_train_classes_must_be_the_maps(fake: FakeImagenet, tmp_path: Path) -> None:
+    outer = [(f"{w}.tar", tar_bytes(train_files(w))) for w in WNIDS[:3]]
+    (fake.download / "ILSVRC2012_img_train.tar").write_bytes(tar_bytes(outer))
+    with pytest.raises(DatasetError, match=r"its classes do not match the val map's \(3 vs 4"):
+        prepare_imagenet(options(fake, tmp_path / "t"))
+    assert not (tmp_path / "t.partial").exists()
+
+
 def test_dot_entries_and_prefixes_are_normalised(fake: FakeImagenet, tmp_path: Path) -> None:
     dot = tarfile.TarInfo(".")
     dot.type = tarfile.DIRTYPE
