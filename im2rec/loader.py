@@ -40,7 +40,9 @@ class RecordDataset:
     and ``target_transform`` are applied to the image and label (pass
     picklable callables for ``spawn`` workers). Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1), with ``missing_index="scan"``,
-    the default; ``"error"`` refuses.
+    the default; ``"error"`` refuses. ``min_size=(w, h)`` decodes JPEGs at
+    the smallest DCT scale (1/2, 1/4, 1/8) that keeps both sides at least
+    that size: for training below half the stored resolution.
     """
 
     def __init__(
@@ -53,9 +55,13 @@ class RecordDataset:
         target_transform: Callable[[Any], Any] | None = None,
         layout: Layout = "auto",
         missing_index: Literal["error", "scan"] = "scan",
+        min_size: tuple[int, int] | None = None,
     ):
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
+        if min_size is not None and (len(min_size) != 2 or min(min_size) < 1):
+            raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
+        self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
         self.reader = IndexedRecordReader(rec, idx, missing_index=missing_index)
         self.output = output
         self.transform = transform
@@ -100,6 +106,11 @@ class RecordDataset:
     def _decode(self, payload: bytes, key: Any) -> Any:
         try:
             im = open_image(payload)
+            if self.min_size is not None and im.format == "JPEG":
+                # DCT-domain downscaling: the smallest 1/2, 1/4 or 1/8 scale
+                # that keeps both sides at least min_size (several times
+                # faster than decoding in full and resizing)
+                im.draft("RGB", self.min_size)
             im.load()
             rgb = im if im.mode == "RGB" else im.convert("RGB")
         except DECODE_ERRORS as exc:

@@ -144,3 +144,19 @@ def test_augmenter_as_transform_in_a_dataloader(plain: Path, method: str) -> Non
         assert torch.equal(a, b)
     other = run(4)
     assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(first, other, strict=True))
+
+
+def test_min_size_decodes_jpegs_at_a_reduced_scale(tmp_path: Path) -> None:
+    png = io.BytesIO()
+    photo(160, 120, 1).save(png, "PNG")
+    with IndexedRecordWriter(tmp_path / "big.rec") as w:
+        w.write_key(0, pack((0, 0.0, 0, 0), jpeg(160, 120, 1)))
+        w.write_key(1, pack((0, 1.0, 1, 0), png.getvalue()))
+    full = RecordDataset(tmp_path / "big.rec")[0][0]
+    small = RecordDataset(tmp_path / "big.rec", min_size=(32, 32))
+    assert small[0][0].size == (80, 60)  # 1/2: 1/4 would give 40x30, 1/8 too small
+    assert small[1][0].size == (160, 120)  # not a JPEG: decoded in full
+    shrunk = np.asarray(full.resize((80, 60), Image.Resampling.BOX), np.int16)
+    assert np.abs(np.asarray(small[0][0], np.int16) - shrunk).mean() < 3
+    with pytest.raises(ValueError, match="min_size"):
+        RecordDataset(tmp_path / "big.rec", min_size=(0, 5))
