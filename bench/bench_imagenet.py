@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from im2rec.imagenet.tarstream import extract_train, extract_val
+from im2rec.imagenet.tarstream import extract_train, extract_val, list_members
 
 TARGET = 1.3
 
@@ -109,9 +109,10 @@ def ours(download: Path, target: Path, mapping: dict[str, str]) -> None:
 
     for split in ("train", "val"):
         (target / split).mkdir(parents=True)
-    extract_train(download / "ILSVRC2012_img_train.tar", target / "train", fix_odd=False,
+    train, val = download / "ILSVRC2012_img_train.tar", download / "ILSVRC2012_img_val.tar"
+    extract_train(train, list_members(train), target / "train", fix_odd=False,
                   on_bytes=nothing, on_odd=nothing)  # fmt: skip
-    extract_val(download / "ILSVRC2012_img_val.tar", target / "val", mapping, fix_odd=False,
+    extract_val(val, list_members(val), target / "val", mapping, fix_odd=False,
                 on_bytes=nothing, on_odd=nothing)  # fmt: skip
 
 

@@ -75,6 +75,7 @@ class Augmenter:
     dtype: str = "float32"
     _k: np.ndarray = field(init=False, repr=False, compare=False)
     _mk: np.ndarray = field(init=False, repr=False, compare=False)
+    _mean_int: np.ndarray = field(init=False, repr=False, compare=False)  # for int8
 
     def __post_init__(self) -> None:
         shape = tuple(self.data_shape)
@@ -104,6 +105,7 @@ class Augmenter:
         k = self.scale / std
         object.__setattr__(self, "_k", k.astype(np.float32)[:, None, None])
         object.__setattr__(self, "_mk", (mean * k).astype(np.float32)[:, None, None])
+        object.__setattr__(self, "_mean_int", np.round(mean).astype(np.int16)[:, None, None])
 
     @property
     def channels(self) -> int:
@@ -182,7 +184,7 @@ class Augmenter:
         elif self.dtype == "uint8":
             out[...] = planes
         else:
-            shifted = planes.astype(np.int16) - np.round(self._mk / self._k).astype(np.int16)
+            shifted = planes.astype(np.int16) - self._mean_int
             np.clip(shifted, -128, 127, out=shifted)
             out[...] = shifted
 

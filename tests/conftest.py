@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,19 @@ def make_odd_images(root: Path) -> dict[str, str]:
     (root / "a_folder.jpg").mkdir()
     cases["a_folder.jpg"] = "unreadable"
     return cases
+
+
+def photo_folder(
+    folder: Path, count: int, size: Callable[[int], tuple[int, int]], name: str = "{i}.jpg",
+    **save: Any,
+) -> list[str]:  # fmt: skip
+    """``count`` photos ``size(i)`` pixels big, saved as ``name.format(i=i)``
+    in ``folder``; returns the names, for :func:`write_lst`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [name.format(i=i) for i in range(count)]
+    for i, n in enumerate(names):
+        photo(*size(i), seed=i).save(folder / n, **save)
+    return names
 
 
 def write_lst(path: Path, names: list[str], labels: list[list[float]] | None = None) -> Path:

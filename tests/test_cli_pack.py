@@ -17,7 +17,7 @@ from im2rec.cli import main
 from im2rec.lstfile import find_lists, read_lst
 from im2rec.recordio import IndexedRecordReader, unpack
 
-from .conftest import photo, write_lst
+from .conftest import photo, photo_folder, write_lst
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -108,13 +108,8 @@ def test_resume_flag_skips_finished_work(example: Path) -> None:
 @pytest.fixture
 def many(tmp_path: Path) -> Path:
     """Enough images that a real `rec pack` runs for a few seconds."""
-    root = tmp_path / "many"
-    root.mkdir()
-    names = []
-    for i in range(1500):
-        name = f"{i:04d}.jpg"
-        photo(200 + i % 97, 150 + i % 61, i).save(root / name, quality=90)
-        names.append(name)
+    size = lambda i: (200 + i % 97, 150 + i % 61)  # noqa: E731
+    names = photo_folder(tmp_path / "many", 1500, size, "{i:04d}.jpg", quality=90)
     return write_lst(tmp_path / "many.lst", names)
 
 

@@ -185,6 +185,18 @@ def test_a_map_entry_missing_from_the_val_tar_is_an_error(
     assert not (tmp_path / "t").exists() and not (tmp_path / "t.partial").exists()
 
 
+def test_a_train_member_that_is_not_a_class_tar_fails_first(
+    fake: FakeImagenet, tmp_path: Path
+) -> None:
+    outer = [(f"{w}.tar", tar_bytes(train_files(w))) for w in WNIDS] + [("readme.txt", b"hi")]
+    (fake.download / "ILSVRC2012_img_train.tar").write_bytes(tar_bytes(outer))
+    with pytest.raises(
+        DatasetError, match=r"unexpected member 'readme.txt' \(expected <wnid>.tar\)"
+    ):
+        prepare_imagenet(options(fake, tmp_path / "t"))
+    assert not (tmp_path / "t.partial").exists()
+
+
 def test_train_classes_must_be_the_maps(fake: FakeImagenet, tmp_path: Path) -> None:
     outer = [(f"{w}.tar", tar_bytes(train_files(w))) for w in WNIDS[:3]]
     (fake.download / "ILSVRC2012_img_train.tar").write_bytes(tar_bytes(outer))

@@ -15,17 +15,12 @@ from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
 from im2rec.recordio.framing import MAGIC_BYTES
 
-from .conftest import photo, write_lst
+from .conftest import photo_folder, write_lst
 
 
 @pytest.fixture
 def packed(tmp_path: Path) -> Path:
-    root = tmp_path / "p"
-    root.mkdir()
-    names = []
-    for i in range(30):
-        photo(20 + i, 16 + i % 7, i).save(root / f"{i}.jpg")
-        names.append(f"{i}.jpg")
+    names = photo_folder(tmp_path / "p", 30, lambda i: (20 + i, 16 + i % 7))
     lst = write_lst(tmp_path / "p.lst", names)
     # keys in an order unlike the file order, as im2rec.py's shuffled lists give
     lst.write_text(

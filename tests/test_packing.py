@@ -19,7 +19,7 @@ from im2rec.packing import DiskFullError, PackInterrupted, PackOptions, pack_lis
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.recordio import writer as writer_module
 
-from .conftest import make_odd_images, photo, write_lst
+from .conftest import make_odd_images, photo, photo_folder, write_lst
 
 
 @pytest.fixture
@@ -32,13 +32,8 @@ def odd(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 @pytest.fixture
 def photos(tmp_path: Path) -> Path:
     """120 small photos in a folder named like the list."""
-    root = tmp_path / "ph"
-    root.mkdir()
-    names = []
-    for i in range(120):
-        name = f"p{i:03d}.jpg"
-        photo(40 + i % 50, 30 + i % 40, i).save(root / name, quality=85)
-        names.append(name)
+    size = lambda i: (40 + i % 50, 30 + i % 40)  # noqa: E731
+    names = photo_folder(tmp_path / "ph", 120, size, "p{i:03d}.jpg", quality=85)
     return write_lst(tmp_path / "ph.lst", names, [[float(i % 5), float(i)] for i in range(120)])
 
 

@@ -29,7 +29,7 @@ from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
 from ..lstfile import format_lst_line
 from ..packing import PackOptions, pack_list
-from .tarstream import OddImage, extract_train, extract_val, list_members
+from .tarstream import Member, OddImage, extract_train, extract_val, list_members
 from .valmap import ValMap, bundled_val_map, load_devkit, load_val_map
 
 __all__ = [
@@ -86,6 +86,8 @@ class ImagenetResult:
 class _Plan:
     train_tar: Path
     val_tar: Path
+    train_members: list[Member]  # listed (and checked) once, in _validate
+    val_members: list[Member]
     val_map: ValMap
     wnids: list[str]
     train_bytes: int
@@ -194,6 +196,11 @@ def _validate(opts: ImagenetOptions, staging: Path, progress: Progress) -> _Plan
     val_map = _val_map(opts, download)
     wnids = val_map.wnids
     train = list_members(tars[0])
+    for member in train:
+        if not member.name.endswith(".tar") or "/" in member.name:
+            raise DatasetError(
+                f"{tars[0]}: unexpected member {member.name!r} (expected <wnid>.tar)"
+            )
     classes = sorted(m.name.removesuffix(".tar") for m in train)
     if classes != wnids:
         extra = sorted(set(classes) - set(wnids))[:3]
@@ -212,7 +219,10 @@ def _validate(opts: ImagenetOptions, staging: Path, progress: Progress) -> _Plan
             f"{tars[1]} and the val map ({val_map.source}) disagree: missing from the tar "
             f"{missing}, not in the map {extra}"
         )
-    plan = _Plan(tars[0], tars[1], val_map, wnids, tars[0].stat().st_size, tars[1].stat().st_size)
+    plan = _Plan(
+        tars[0], tars[1], train, val, val_map, wnids,
+        tars[0].stat().st_size, tars[1].stat().st_size,
+    )  # fmt: skip
     _check_space(plan, opts, staging)
     return plan
 
@@ -275,14 +285,15 @@ def _step(staging: Path, name: str, build: Callable[[Path], None]) -> None:
 def _train(plan: _Plan, out: Path, opts: ImagenetOptions, progress: Progress, on_odd: Any) -> None:
     on_bytes = _counter("train", plan.train_bytes, progress)
     extract_train(
-        plan.train_tar, out, fix_odd=opts.fix_odd_images, on_bytes=on_bytes, on_odd=on_odd
-    )
+        plan.train_tar, plan.train_members, out, fix_odd=opts.fix_odd_images,
+        on_bytes=on_bytes, on_odd=on_odd,
+    )  # fmt: skip
 
 
 def _val(plan: _Plan, out: Path, opts: ImagenetOptions, progress: Progress, on_odd: Any) -> None:
     on_bytes = _counter("val", plan.val_bytes, progress)
     extract_val(
-        plan.val_tar, out, plan.val_map.as_dict(), fix_odd=opts.fix_odd_images,
+        plan.val_tar, plan.val_members, out, plan.val_map.as_dict(), fix_odd=opts.fix_odd_images,
         on_bytes=on_bytes, on_odd=on_odd,
     )  # fmt: skip
 

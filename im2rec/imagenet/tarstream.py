@@ -171,6 +171,7 @@ def _parallel(tasks: list[Callable[[], None]], threads: int) -> None:
 
 def extract_train(
     tar_path: Path,
+    classes: list[Member],
     dest: Path,
     *,
     fix_odd: bool,
@@ -178,16 +179,11 @@ def extract_train(
     on_odd: Callable[[OddImage], None],
     threads: int = 4,
 ) -> None:
-    """Each ``<wnid>.tar`` of the outer tar into ``dest/<wnid>/``, several
-    classes at a time, each inner tar read in place (never copied out). A
-    class is written to ``dest/<wnid>.partial`` and renamed when whole;
-    classes already whole (an earlier, interrupted run) are skipped."""
-    classes = list_members(tar_path)
-    for member in classes:
-        if not member.name.endswith(".tar") or "/" in member.name:
-            raise DatasetError(
-                f"{tar_path}: unexpected member {member.name!r} (expected <wnid>.tar)"
-            )
+    """Each ``<wnid>.tar`` of the outer tar (``classes``, from
+    :func:`list_members`) into ``dest/<wnid>/``, several classes at a time,
+    each inner tar read in place (never copied out). A class is written to
+    ``dest/<wnid>.partial`` and renamed when whole; classes already whole
+    (an earlier, interrupted run) are skipped."""
     fd = os.open(tar_path, os.O_RDONLY)
     try:
 
@@ -239,6 +235,7 @@ def _extract_class(
 
 def extract_val(
     tar_path: Path,
+    members: list[Member],
     dest: Path,
     classes: dict[str, str],
     *,
@@ -247,13 +244,10 @@ def extract_val(
     on_odd: Callable[[OddImage], None],
     threads: int = 4,
 ) -> None:
-    """The flat val tar into ``dest/<wnid>/<fname>``, each file's class
+    """The flat val tar (``members``, from :func:`list_members`, every one
+    named in ``classes``) into ``dest/<wnid>/<fname>``, each file's class
     looked up by name (the tar's order is not the names' order). A file
     already there with the member's size (an interrupted run) is kept."""
-    members = list_members(tar_path)
-    for member in members:
-        if member.name not in classes or "/" in member.name:
-            raise DatasetError(f"{tar_path}: {member.name!r} is not in the val map")
     for folder in sorted(set(classes.values())):
         (dest / folder).mkdir(parents=True, exist_ok=True)
     fd = os.open(tar_path, os.O_RDONLY)
