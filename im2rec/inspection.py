@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import mmap
 import os
 import struct
@@ -23,10 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from .errors import Im2RecError, RecordFormatError
-from .recordio import RecordIndex, RecordReader, load_index, read_record, unpack
+from .recordio import (
+    RecordIndex,
+    RecordReader,
+    load_index,
+    read_index_entries,
+    read_record,
+    unpack,
+)
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
 
 __all__ = [
@@ -129,8 +135,8 @@ def rebuild_index(
         raise Im2RecError(
             f"{reader.name}: header id {dup} appears in more than one record; use --keys seq"
         )
-    key_array = np.arange(len(offsets), dtype=np.int64) if keys == "seq" else ids
-    index = RecordIndex(key_array, np.asarray(offsets, dtype=np.int64), f"{reader.name} (rebuilt)")
+    key_list = list(range(len(offsets))) if keys == "seq" else ids
+    index = RecordIndex(key_list, offsets, f"{reader.name} (rebuilt)")
     return index, damages
 
 
@@ -196,7 +202,7 @@ def verify(
     result.records = len(heads)
     index_path = Path(idx) if idx is not None else Path(reader.name).with_suffix(".idx")
     if idx is not None or index_path.exists():
-        _check_index(index_path, np.frombuffer(heads, dtype=np.int64), size, result)
+        _check_index(index_path, heads, size, result)
     if manifest is not None:
         _check_manifest(Path(manifest), buf, index_path, result)
     if on_progress is not None:
@@ -222,18 +228,18 @@ def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyRe
         result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
 
 
-def _check_index(path: Path, heads: np.ndarray, size: int, result: VerifyResult) -> None:
+def _check_index(path: Path, heads: array[int], size: int, result: VerifyResult) -> None:
+    # Plain Python lists and a set: a one-pass check does not repay numpy's import.
     try:
-        index = load_index(path)
+        keys, offsets = read_index_entries(path)
     except Im2RecError as exc:
         result.problems.append(Problem(None, None, str(exc)))
         return
-    result.indexed = len(index)
-    offsets = index.offsets
-    bad = np.flatnonzero(~np.isin(offsets, heads))
-    keys = index.key_list() if len(bad) else []  # built once, not per problem
+    result.indexed = len(offsets)
+    head_set = set(heads)
+    bad = [i for i, off in enumerate(offsets) if off not in head_set]
     for i in bad[:20]:
-        off = int(offsets[i])
+        off = offsets[i]
         where = "past the end of the file" if off + 8 > size else "not the start of a record"
         result.problems.append(Problem(off, keys[i], f"{path.name}: offset {off:,} is {where}"))
     if len(bad) > 20:
@@ -242,12 +248,18 @@ def _check_index(path: Path, heads: np.ndarray, size: int, result: VerifyResult)
                 None, None, f"{path.name}: {len(bad) - 20:,} more offsets are not record starts"
             )
         )
-    if len(index) != len(heads):
+    if len(set(keys)) != len(keys):
+        dups = [k for k, n in Counter(keys).items() if n > 1]
+        shown = ", ".join(map(repr, dups[:5])) + (", ..." if len(dups) > 5 else "")
+        result.problems.append(
+            Problem(None, None, f"{path.name}: {len(dups):,} key(s) appear more than once: {shown}")
+        )
+    if len(offsets) != len(heads):
         result.problems.append(
             Problem(
                 None,
                 None,
-                f"{path.name} lists {len(index):,} records, the file holds {len(heads):,}",
+                f"{path.name} lists {len(offsets):,} records, the file holds {len(heads):,}",
             )
         )
 
@@ -306,7 +318,7 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     widths, heights = [], []
     from PIL import Image
 
-    for i in np.unique((np.arange(0, len(records), step)).astype(int)) if records else []:
+    for i in sorted({int(k * step) for k in range(math.ceil(len(records) / step))}):
         head, nxt = records[i]
         try:
             with Image.open(

@@ -187,6 +187,7 @@ def test_progress_shows_on_a_terminal(
     from im2rec.cli import common
 
     screen = io.StringIO()
+    monkeypatch.setenv("FORCE_COLOR", "1")  # stderr is not a terminal under pytest
     monkeypatch.setattr(
         common, "err_console", lambda: Console(file=screen, force_terminal=True, width=100)
     )
@@ -200,3 +201,17 @@ def test_progress_shows_on_a_terminal(
     with common.progress_counter(lambda a, b: "x", quiet=True) as tick:
         tick(1, 1)
     assert quiet.getvalue() == ""
+
+
+def test_terminal_precheck_follows_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from im2rec.cli.common import err_console, maybe_terminal
+
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(var, raising=False)
+    assert not maybe_terminal(io.StringIO()) and not maybe_terminal(object())
+    # whenever rich would draw on stderr, the cheap check must not say no
+    assert maybe_terminal(sys.stderr) or not err_console().is_terminal
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert maybe_terminal(io.StringIO()) and err_console().is_terminal

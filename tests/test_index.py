@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from im2rec.errors import DuplicateKeyError, IndexFormatError, MissingFileError
 from im2rec.recordio import load_index
-from im2rec.recordio.index import RecordIndex, _parse_fast
+from im2rec.recordio.index import RecordIndex, _parse_fast, read_index_entries
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "t.idx") -> Path:
@@ -47,6 +47,32 @@ def test_fast_path_is_taken_for_plain_files() -> None:
 def test_tolerated_variants(tmp_path: Path, text: str) -> None:
     index = load_index(write(tmp_path, text))
     assert index.key_list() == [0, 1] and index.offsets.tolist() == [0, 12]
+    assert read_index_entries(tmp_path / "t.idx") == ([0, 1], [0, 12])
+
+
+def test_entries_leave_duplicates_and_odd_offsets_to_the_caller(tmp_path: Path) -> None:
+    # load_index refuses these; rec verify wants them back to report each one
+    path = write(tmp_path, "0\t0\n0\t13\n2\t-4\n")
+    assert read_index_entries(path) == ([0, 0, 2], [0, 13, -4])
+    assert read_index_entries(write(tmp_path, "a\t0\n", "s.idx"), key_type=str) == (["a"], [0])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("0\t0\n1\n", r"t.idx:2: expected `key<TAB>offset`"), ("0\tx\n", r"t.idx:1: offset 'x'")],
+)
+def test_entries_name_a_malformed_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(IndexFormatError, match=message):
+        read_index_entries(write(tmp_path, text))
+
+
+def test_index_built_from_lists_saves_without_arrays(tmp_path: Path) -> None:
+    index = RecordIndex([5, 3], [0, 12], "rebuilt")
+    assert len(index) == 2
+    index.save(tmp_path / "r.idx")
+    assert (tmp_path / "r.idx").read_text() == "5\t0\n3\t12\n"
+    assert index.offsets.dtype == np.int64 and index.offsets.tolist() == [0, 12]
+    assert index.offset_of(3) == 12
 
 
 def test_string_keys(tmp_path: Path) -> None:
@@ -138,6 +164,7 @@ def test_round_trip_through_text(
     path.write_text("".join(f"{k}\t{o}\n" for k, o in zip(keys, offsets, strict=True)))
     index = load_index(path)
     assert index.key_list() == keys and index.offsets.tolist() == offsets
+    assert read_index_entries(path) == (keys, offsets)
     for k, o in zip(keys, offsets, strict=True):
         assert index.offset_of(k) == o
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,33 @@ def test_cli(packed: Path) -> None:
         result.exit_code == 0
         and "29 records indexed, 1 damaged stretch(es) skipped" in result.output
     )
+
+
+def test_verify_reports_each_duplicate_key_and_odd_offset(packed: Path) -> None:
+    idx = packed.with_suffix(".idx")
+    lines = idx.read_text().splitlines(True)
+    key0, off0 = lines[0].split("\t")
+    lines[1] = f"{key0}\t{lines[1].split(chr(9))[1]}"  # key 0 twice
+    lines[2] = f"{lines[2].split(chr(9))[0]}\t{int(off0) + 2}\n"  # unaligned
+    idx.write_text("".join(lines))
+    result = verify(packed)
+    messages = [p.message for p in result.problems]
+    assert f"p.idx: 1 key(s) appear more than once: {key0}" in messages
+    assert any(p.offset == int(off0) + 2 and "not the start of a record" in p.message
+               for p in result.problems)  # fmt: skip
+    assert result.indexed == 30 and result.records == 30
+
+
+@pytest.mark.parametrize("command", [["verify"], ["index", "-o", "x.idx"]])
+def test_header_walks_start_without_numpy_rich_or_pillow(packed: Path, command: list[str]) -> None:
+    # start-up is most of a warm `rec verify`: these imports would double it
+    probe = (
+        "import sys\nfrom im2rec.cli import main\n"
+        f"try:\n    main({[command[0], str(packed), *command[1:]]!r})\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print(sorted(m for m in ('numpy', 'rich', 'PIL') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=packed.parent, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == "[]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "err_console",
     "handle_errors",
+    "maybe_terminal",
     "out_console",
     "progress_bar",
     "progress_counter",
@@ -41,6 +43,17 @@ def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def maybe_terminal(stream: Any) -> bool:
+    """False when rich could not call ``stream`` a terminal: checked without
+    importing rich (40 ms), so piped and scripted runs start faster."""
+    if os.environ.get("TTY_COMPATIBLE") or "FORCE_COLOR" in os.environ:
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def num_workers_option(default: Any, help: str, show_default: Any = True) -> Callable[[FC], FC]:
@@ -77,8 +90,8 @@ def progress_counter(
     Silent when stderr is not a terminal or with ``quiet``; yields the
     callback the library calls with its two counts.
     """
-    console = err_console()
-    if quiet or not console.is_terminal:
+    console = None if quiet or not maybe_terminal(sys.stderr) else err_console()
+    if console is None or not console.is_terminal:
         yield lambda _a, _b: None
         return
     with console.status(describe(0, 0)) as status:
@@ -110,8 +123,8 @@ class _Bar:
 @contextmanager
 def progress_bar(*, quiet: bool = False) -> Iterator[_Bar]:
     """Progress bars (images/s, MB/s, ETA) on stderr when it is a terminal."""
-    console = err_console()
-    if quiet or not console.is_terminal:
+    console = None if quiet or not maybe_terminal(sys.stderr) else err_console()
+    if console is None or not console.is_terminal:
         yield _Bar(None)
         return
     from rich.progress import (

@@ -83,16 +83,12 @@ def verify_command(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        console = out_console()
-        for p in result.problems:
+        for p in result.problems:  # click, not rich: verify is often run from scripts
             where = f"byte {p.offset:,}" if p.offset is not None else "file"
             key = f", key {p.key}" if p.key is not None else ""
-            console.print(f"[red]problem[/] at {where}{key}: {p.message}")
+            click.echo(f"{click.style('problem', fg='red')} at {where}{key}: {p.message}")
         status = "OK" if result.ok else f"{len(result.problems)} problem(s)"
-        console.print(
-            f"{result.path}: {result.records:,} records, {result.bytes:,} bytes: {status}",
-            markup=False,
-        )
+        click.echo(f"{result.path}: {result.records:,} records, {result.bytes:,} bytes: {status}")
     if not result.ok:
         raise SystemExit(1)
 

@@ -8,17 +8,20 @@ Two layers share one implementation:
 * the modern API: :class:`RecordWriter` / :class:`IndexedRecordWriter`
   (atomic, context managers), :class:`RecordReader` /
   :class:`IndexedRecordReader` (memory-mapped, thread-, fork- and
-  pickle-safe), :func:`load_index`, :func:`build_index`.
+  pickle-safe), :func:`load_index`, :func:`build_index`,
+  :func:`read_index_entries`.
 
-This package uses only the standard library and numpy; image coding
-(``pack_img``/``unpack_img``) imports Pillow on first use.
+This package uses only the standard library and numpy, and imports numpy on
+first use (multi-label records, index arrays), so tools that only walk
+headers start fast; image coding (``pack_img``/``unpack_img``) imports
+Pillow on first use.
 """
 
 from __future__ import annotations
 
 from .framing import MAGIC, MAX_RECORD_SIZE, frame, read_record
 from .header import HEADER_SIZE, IRHeader, pack, unpack
-from .index import RecordIndex, load_index
+from .index import RecordIndex, load_index, read_index_entries
 from .mx import MXIndexedRecordIO, MXRecordIO, pack_img, unpack_img
 from .reader import IndexedRecordReader, RecordReader, build_index
 from .writer import IndexedRecordWriter, RecordWriter, default_index_path
@@ -41,6 +44,7 @@ __all__ = [
     "load_index",
     "pack",
     "pack_img",
+    "read_index_entries",
     "read_record",
     "unpack",
     "unpack_img",

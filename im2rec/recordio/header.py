@@ -18,8 +18,6 @@ import numbers
 import struct
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ..errors import RecordFormatError
 
 __all__ = ["HEADER_SIZE", "IRHeader", "pack", "unpack"]
@@ -61,6 +59,8 @@ def pack(header: IRHeader | tuple[Any, Any, Any, Any], s: bytes | bytearray | me
     flag, label, id_, id2 = header
     if isinstance(label, numbers.Number):
         return _pack_header(0, label, id_, id2) + bytes(s)
+    import numpy as np  # only multi-label records need it; `rec verify` starts without
+
     with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, as in MXNet
         labels = np.asarray(label, dtype="<f4").ravel()
     return _pack_header(labels.size, 0.0, id_, id2) + labels.tobytes() + bytes(s)
@@ -105,6 +105,8 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes]:
             f"record header says {flag:,} float32 labels follow, but the record "
             f"holds only {len(s):,} bytes; the record is damaged or not an image record"
         )
+    import numpy as np
+
     labels = np.frombuffer(s, dtype="<f4", count=flag, offset=HEADER_SIZE)
     if labels.flags.writeable:
         labels.flags.writeable = False

@@ -13,52 +13,71 @@ that also produces the precise error for a malformed line.
 from __future__ import annotations
 
 import os
+import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` start without it
+    import numpy as np
 
 from ..errors import DuplicateKeyError, IndexFormatError, MissingFileError
 
-__all__ = ["RecordIndex", "format_index_line", "load_index"]
+__all__ = ["RecordIndex", "format_index_line", "load_index", "read_index_entries"]
 
-_INT64_MAX = np.iinfo(np.int64).max
-_INT64_MIN = np.iinfo(np.int64).min
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
 KeyType = Callable[[str], Any]
+# Integer `key<TAB>offset` lines and nothing else (the last newline optional).
+_SIMPLE_LINES = re.compile(rb"(?:-?[0-9]+\t-?[0-9]+\n)*(?:-?[0-9]+\t-?[0-9]+)?")
 
 
 class RecordIndex:
     """Keys and record offsets of one ``.rec``, in ``.idx`` line order.
 
     ``keys`` is an int64 array for integer keys, else a list; ``offsets`` is
-    an int64 array. Lookups by key build their table on first use: a flat
-    list when integer keys are dense (the usual 0..N-1 permutation), a dict
-    otherwise.
+    an int64 array (made on first access when the index was built from a
+    list, so counting and saving one need no numpy). Lookups by key build
+    their table on first use: a flat list when integer keys are dense (the
+    usual 0..N-1 permutation), a dict otherwise.
     """
 
-    __slots__ = ("_by_key", "_dense", "_dense_base", "keys", "name", "offsets")
+    __slots__ = ("_by_key", "_dense", "_dense_base", "_offsets", "keys", "name")
 
-    def __init__(self, keys: np.ndarray | list[Any], offsets: np.ndarray, name: str = "<index>"):
+    def __init__(
+        self,
+        keys: np.ndarray | list[Any],
+        offsets: np.ndarray | Sequence[int],
+        name: str = "<index>",
+    ):
         self.keys = keys
-        self.offsets = offsets
+        self._offsets = offsets
         self.name = name
         self._by_key: dict[Any, int] | None = None
         self._dense: list[int] | None = None
         self._dense_base = 0
 
+    @property
+    def offsets(self) -> np.ndarray:
+        offsets = self._offsets
+        if isinstance(offsets, Sequence):
+            import numpy as np
+
+            offsets = self._offsets = np.asarray(offsets, dtype=np.int64)
+        return offsets
+
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self._offsets)
 
     def key_list(self) -> list[Any]:
         """Keys as a list of Python objects."""
-        return self.keys.tolist() if isinstance(self.keys, np.ndarray) else list(self.keys)
+        return _as_list(self.keys)
 
     def offset_map(self) -> dict[Any, int]:
         """``{key: offset}`` (built once, then cached)."""
         if self._by_key is None:
-            self._by_key = dict(zip(self.key_list(), self.offsets.tolist(), strict=True))
+            self._by_key = dict(zip(self.key_list(), _as_list(self._offsets), strict=True))
         return self._by_key
 
     def offset_of(self, key: Any) -> int:
@@ -77,6 +96,8 @@ class RecordIndex:
             raise KeyError(key) from None
 
     def _build_dense(self) -> list[int] | None:
+        import numpy as np
+
         keys = self.keys
         if not isinstance(keys, np.ndarray) or not len(keys):
             return None
@@ -92,12 +113,14 @@ class RecordIndex:
         """Write as a ``.idx`` file, atomically (temp file + rename)."""
         from ..atomic import AtomicGroup  # stdlib only, like this package
 
-        text = "".join(map(format_index_line, self.key_list(), self.offsets.tolist()))
+        text = "".join(map(format_index_line, self.key_list(), _as_list(self._offsets)))
         with AtomicGroup() as group:
             group.write_text(path, text)
 
     def check_within(self, size: int, rec_name: str) -> None:
         """Fail when an offset cannot be a record head of a ``size``-byte file."""
+        import numpy as np
+
         if not len(self.offsets):
             return
         last = int(np.argmax(self.offsets))
@@ -113,17 +136,45 @@ def format_index_line(key: Any, offset: int) -> str:
     return f"{key}\t{offset}\n"
 
 
-def load_index(path: str | os.PathLike[str], key_type: KeyType = int) -> RecordIndex:
-    """Read a ``.idx`` file. Duplicate keys, malformed lines and negative or
-    unaligned offsets raise :class:`IndexFormatError` naming the line."""
+def _as_list(values: Any) -> list[Any]:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def _read(path: str | os.PathLike[str]) -> tuple[str, bytes]:
     name = os.fspath(path)
     try:
-        data = Path(path).read_bytes()
+        return name, Path(path).read_bytes()
     except FileNotFoundError:
         raise MissingFileError(
             f"{name}: index file not found; rebuild it from the .rec: "
             "build_index(RecordReader(rec)).save(idx) in im2rec.recordio"
         ) from None
+
+
+def read_index_entries(
+    path: str | os.PathLike[str], key_type: KeyType = int
+) -> tuple[list[Any], list[int]]:
+    """The ``.idx`` lines as ``(keys, offsets)`` lists, without numpy.
+
+    Only the syntax is checked (a malformed line raises
+    :class:`IndexFormatError` naming it); duplicate keys and offsets that
+    are not record heads are the caller's to judge, as ``rec verify`` does.
+    Use :func:`load_index` for lookups.
+    """
+    name, data = _read(path)
+    if key_type is int and _SIMPLE_LINES.fullmatch(data):
+        values = list(map(int, data.split()))
+        return values[0::2], values[1::2]
+    keys, offsets, _ = _parse_lines(data, name, key_type)
+    return keys, offsets
+
+
+def load_index(path: str | os.PathLike[str], key_type: KeyType = int) -> RecordIndex:
+    """Read a ``.idx`` file. Duplicate keys, malformed lines and negative or
+    unaligned offsets raise :class:`IndexFormatError` naming the line."""
+    import numpy as np
+
+    name, data = _read(path)
     parsed = _parse_fast(data) if key_type is int else None
     lines: list[int] | None = None  # position -> line number, when they differ
     if parsed is None:
@@ -138,6 +189,8 @@ def load_index(path: str | os.PathLike[str], key_type: KeyType = int) -> RecordI
 
 def _parse_fast(data: bytes) -> np.ndarray | None:
     """Parse ``int<TAB>int<LF>`` lines with numpy, or return None to fall back."""
+    import numpy as np
+
     if b"\r" in data or b" " in data:
         return None
     if data and not data.endswith(b"\n"):
@@ -212,7 +265,7 @@ def _parse_lines(
 
 
 def _py(key: Any) -> Any:
-    return key.item() if isinstance(key, np.generic) else key
+    return key.item() if hasattr(key, "item") else key  # numpy scalar -> int
 
 
 def _line(lines: list[int] | None, position: int) -> int:
@@ -220,6 +273,8 @@ def _line(lines: list[int] | None, position: int) -> int:
 
 
 def _check_offsets(index: RecordIndex, lines: list[int] | None) -> None:
+    import numpy as np
+
     off = index.offsets
     bad = np.flatnonzero((off < 0) | (off % 4 != 0))
     if len(bad):
@@ -232,6 +287,8 @@ def _check_offsets(index: RecordIndex, lines: list[int] | None) -> None:
 
 
 def _has_duplicates(keys: np.ndarray) -> bool:
+    import numpy as np
+
     if not len(keys):
         return False
     base, span = int(keys.min()), int(keys.max()) - int(keys.min()) + 1
@@ -242,6 +299,8 @@ def _has_duplicates(keys: np.ndarray) -> bool:
 
 
 def _check_unique(index: RecordIndex, lines: list[int] | None) -> None:
+    import numpy as np
+
     keys = index.keys
     if isinstance(keys, np.ndarray):
         if not _has_duplicates(keys):

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 from ..errors import ModeError
 from .header import IRHeader, pack, unpack

@@ -16,8 +16,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-import numpy as np
-
 from ..errors import Im2RecError, MissingFileError, RecordFormatError
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
@@ -132,6 +130,8 @@ class RecordReader:
 
 def build_index(reader: RecordReader) -> RecordIndex:
     """Index a ``.rec`` by walking its headers: keys 0..N-1, like rec2idx.py."""
+    import numpy as np
+
     offsets = np.fromiter((head for head, _ in reader.heads()), dtype=np.int64)
     return RecordIndex(np.arange(len(offsets), dtype=np.int64), offsets, f"{reader.name} (scanned)")
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
 from .framing import frame
@@ -35,6 +37,13 @@ def _count_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_count_fork)
+
+
+def _hash_thread() -> ThreadPoolExecutor:
+    # concurrent.futures costs ~10 ms to import; only writers that hash need it.
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(1, "im2rec-sha256")
 
 
 def default_index_path(rec: str | os.PathLike[str]) -> Path:
@@ -76,7 +85,7 @@ class _Output:
         self.hasher = hashlib.sha256() if hashing else None
         # SHA-256 runs in one background thread (hashlib releases the GIL), in
         # write order, so hashing a large .rec overlaps the reading and writing.
-        self._hashing = ThreadPoolExecutor(1, "im2rec-sha256") if hashing else None
+        self._hashing = _hash_thread() if hashing else None
         if self.hasher is not None and self.size:
             with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
                 for block in iter(lambda: f.read(1 << 20), b""):
