@@ -12,6 +12,7 @@ worker that dies (out of memory, a crashing decoder) raises
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
@@ -100,7 +101,8 @@ class LocalExecutor:
     ``workers <= 1`` runs everything in the caller. Otherwise each call picks
     threads (``io_bound=True``) or processes; pools start on first use and
     are reused across calls. ``preload`` names modules the process workers
-    import once, in the fork server, so each worker starts in milliseconds.
+    need: imported once before the workers are forked (or in the fork
+    server), so each worker starts in milliseconds.
     """
 
     def __init__(self, workers: int, *, chunk: int = 16, preload: Sequence[str] = ()):
@@ -145,6 +147,8 @@ class LocalExecutor:
         # fork server (with the modules preloaded once), or spawn.
         methods = multiprocessing.get_all_start_methods()
         if fork_is_safe():
+            for module in self.preload:  # imported once here, inherited by every worker
+                importlib.import_module(module)
             return multiprocessing.get_context("fork")
         if "forkserver" in methods:
             ctx = multiprocessing.get_context("forkserver")

@@ -18,13 +18,14 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError, features
 
 from .errors import ImageCodecError
+
+if TYPE_CHECKING:  # numpy is imported where arrays are made: transcoding needs none
+    import numpy as np
 
 __all__ = [
     "backend_info",
@@ -42,6 +43,8 @@ DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, Image.Decompression
 
 def backend_info() -> dict[str, Any]:
     """Which imaging backend is active: Pillow-SIMD or Pillow, and libjpeg-turbo."""
+    from importlib import metadata
+
     import PIL
 
     try:
@@ -69,6 +72,8 @@ def _pillow_format(img_fmt: str) -> str:
 
 
 def _to_pil(img: np.ndarray, fmt: str) -> Image.Image:
+    import numpy as np
+
     arr = np.asarray(img)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
@@ -88,6 +93,8 @@ def _to_pil(img: np.ndarray, fmt: str) -> Image.Image:
 
 
 def _as_uint8(arr: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     if arr.dtype != np.uint8:
         raise ImageCodecError(
             f"expected a uint8 image array, got {arr.dtype}; only 2-D PNGs may be uint16"
@@ -118,11 +125,15 @@ def _save(pil: Image.Image, fmt: str, quality: int) -> bytes:
 def _libpng_gray(rgb: np.ndarray) -> np.ndarray:
     # libpng's png_set_rgb_to_gray(0.299, 0.587), which OpenCV's PNG reader
     # uses: 15-bit fixed point, truncated.
+    import numpy as np
+
     r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
     return ((r * 9797 + g * 19234 + b * 3737) >> 15).astype(np.uint8)
 
 
 def _reduce16(arr: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return (arr >> 8).astype(np.uint8) if arr.dtype == np.uint16 else arr
 
 
@@ -164,6 +175,8 @@ def opencv_mode(im: Image.Image, iscolor: int) -> Image.Image:
     """OpenCV's imread modes in Pillow terms: 1 gives RGB, 0 gives L, -1 keeps
     what is stored as L, I;16, RGB or RGBA. 16-bit data is reduced to 8 bits
     by dropping the low byte, as OpenCV does."""
+    import numpy as np
+
     mode = im.mode
     if mode in ("I;16", "I;16B", "I"):
         arr = np.asarray(im).astype(np.uint16)
@@ -188,6 +201,8 @@ def _as_mode(im: Image.Image, mode: str) -> Image.Image:
 
 
 def _to_bgr(im: Image.Image) -> np.ndarray:
+    import numpy as np
+
     arr = np.asarray(im)
     if arr.ndim == 2:
         return arr

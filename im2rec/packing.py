@@ -29,13 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from . import __version__
 from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
 from .executors import LocalExecutor
-from .imaging import transcode
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
@@ -109,7 +106,7 @@ class Encoder:
     options: PackOptions
     root: str
 
-    def __call__(self, item: ListItem) -> bytes | Failure:
+    def __call__(self, item: ListItem) -> tuple[bytes, bytes] | Failure:
         labels = item.labels
         label: Any = list(labels) if self.options.pack_label and len(labels) > 1 else labels[0]
         try:
@@ -120,29 +117,43 @@ class Encoder:
         except OSError as exc:
             return Failure("unreadable", exc.strerror or str(exc))
         if not self.options.pass_through:
-            try:
-                with warnings.catch_warnings():
-                    # Pillow warns between its pixel limit and twice it; both are bombs here.
-                    warnings.simplefilter("error", Image.DecompressionBombWarning)
-                    data = self._transcode(data)
-            except (ImageCodecError, Image.DecompressionBombWarning) as exc:
-                cause = exc.__cause__ if isinstance(exc, ImageCodecError) else exc
-                bomb = isinstance(
-                    cause, Image.DecompressionBombError | Image.DecompressionBombWarning
-                )
-                detail = str(cause) if bomb else str(exc)
-                return Failure("decompression-bomb" if bomb else "undecodable", detail)
-        record = pack(IRHeader(0, label, item.key, 0), data)
-        if len(record) >= MAX_RECORD_SIZE:
-            return Failure("record-too-large", f"{len(record):,} bytes; RecordIO stores < 2**29")
-        return record
+            encoded = _reencode(data, self.options)
+            if isinstance(encoded, Failure):
+                return encoded
+            data = encoded
+        # The header (and any labels) and the image stay two buffers: the
+        # writer hands both to the kernel, so the image is never copied.
+        header = pack(IRHeader(0, label, item.key, 0), b"")
+        size = len(header) + len(data)
+        if size >= MAX_RECORD_SIZE:
+            return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
+        return header, data
 
-    def _transcode(self, data: bytes) -> bytes:
-        o = self.options
-        return transcode(
-            data, color=o.color, resize=o.resize, center_crop=o.center_crop,
-            img_fmt=o.encoding, quality=o.quality,
-        )  # fmt: skip
+    def __post_init__(self) -> None:
+        if not self.options.pass_through:
+            from . import imaging  # noqa: F401 - here, so forked workers inherit it
+
+
+def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
+    # Pillow is imported only when images are re-encoded: --pass-through
+    # starts without it.
+    from PIL import Image
+
+    from .imaging import transcode
+
+    try:
+        with warnings.catch_warnings():
+            # Pillow warns between its pixel limit and twice it; both are bombs here.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return transcode(
+                data, color=o.color, resize=o.resize, center_crop=o.center_crop,
+                img_fmt=o.encoding, quality=o.quality,
+            )  # fmt: skip
+    except (ImageCodecError, Image.DecompressionBombWarning) as exc:
+        cause = exc.__cause__ if isinstance(exc, ImageCodecError) else exc
+        bomb = isinstance(cause, Image.DecompressionBombError | Image.DecompressionBombWarning)
+        detail = str(cause) if bomb else str(exc)
+        return Failure("decompression-bomb" if bomb else "undecodable", detail)
 
 
 class PackInterrupted(Im2RecError):
@@ -260,7 +271,7 @@ def _write_records(
                 report.write(f"{item.line}\t{item.key}\t{printable(item.path)}\t{outcome.reason}"
                              f"\t{printable(outcome.detail)}\n")  # fmt: skip
             else:
-                writer.write_key(item.key, outcome)
+                writer.write_key(item.key, *outcome)
                 result.records += 1
             if on_progress is not None:
                 on_progress(position + 1, len(items), writer.tell())

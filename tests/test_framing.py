@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from im2rec.errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 from im2rec.recordio import MAX_RECORD_SIZE, frame, read_record
-from im2rec.recordio.framing import MAGIC_BYTES, iter_heads
+from im2rec.recordio.framing import _VECTOR_SCAN, MAGIC_BYTES, frame_parts, iter_heads
 
 M = MAGIC_BYTES
 
@@ -75,6 +75,37 @@ def test_concatenated_records_read_back_in_order(records: list[bytes]) -> None:
         data, pos = read_record(blob, pos, len(blob), "t.rec")
         out.append(data)
     assert out == records
+
+
+# Pieces as writers pass them: a header-like piece, then a payload, either side
+# of the size from which the magic-word scan is vectorised.
+big_payloads = st.tuples(
+    st.integers(_VECTOR_SCAN - 64, _VECTOR_SCAN + 64),
+    st.lists(st.tuples(st.integers(0, _VECTOR_SCAN + 60), st.sampled_from([M, b"\x0a\x23"]))),
+)
+
+
+@given(st.lists(payloads, min_size=1, max_size=3), big_payloads)
+def test_frame_parts_equal_framing_the_joined_record(
+    pieces: list[bytes], big: tuple[int, list[tuple[int, bytes]]]
+) -> None:
+    size, inserts = big
+    payload = bytearray(b"\xa5" * size)
+    for at, word in inserts:  # magic words at aligned and unaligned places
+        payload[at : at + len(word)] = word
+    for record in (pieces, [*pieces, bytes(payload)], [bytes(24), bytes(payload)]):
+        parts, total = frame_parts(*record)
+        framed = frame(b"".join(record))
+        assert b"".join(parts) == framed and total == len(framed)
+
+
+def test_frame_parts_keep_bytes_and_copy_mutable_buffers() -> None:
+    header, image, scratch = bytes(24), b"\xff\xd8" * 9000, bytearray(b"abcd")
+    parts, _ = frame_parts(header, image)
+    assert parts[1] is header and parts[2] is image  # no copy of the image
+    parts, _ = frame_parts(scratch)
+    scratch[:] = b"zzzz"  # the caller reuses its buffer
+    assert b"".join(parts)[8:] == b"abcd"
 
 
 def test_zero_copy_view_of_whole_record() -> None:

@@ -232,15 +232,16 @@ def test_disk_full_is_a_clear_error_and_resumable(
     options = PackOptions(pass_through=True)
     pack_list(photos, options)
     reference = outputs(photos)
-    real_write, written = os.write, [0]
+    real_writev, written = os.writev, [0]
 
-    def write(fd: int, data: bytes | memoryview) -> int:
-        if len(data) > 100_000 and written[0] > 2_000_000:  # the third .rec chunk
+    def writev(fd: int, buffers: list[bytes]) -> int:
+        size = sum(map(len, buffers))
+        if size > 100_000 and written[0] > 2_000_000:  # the third .rec chunk
             raise OSError(errno.ENOSPC, "No space left on device")
-        written[0] += len(data)
-        return real_write(fd, data)
+        written[0] += size
+        return real_writev(fd, buffers)
 
-    monkeypatch.setattr(writer_module.os, "write", write)
+    monkeypatch.setattr(writer_module.os, "writev", writev)
     big = photos.parent / "ph"
     for f in sorted(big.iterdir()):  # make the output large enough to fill "the disk"
         f.write_bytes(f.read_bytes() + bytes(30_000))
@@ -248,7 +249,7 @@ def test_disk_full_is_a_clear_error_and_resumable(
         pack_list(photos, options)
     assert photos.with_suffix(".rec.partial").stat().st_size > 0
     assert outputs(photos) == reference  # the earlier finished output is untouched
-    monkeypatch.setattr(writer_module.os, "write", real_write)
+    monkeypatch.setattr(writer_module.os, "writev", real_writev)
     result = pack_list(photos, options, resume=True)
     assert result.resumed_from > 0 and not result.already_done
     resumed = outputs(photos)
@@ -287,3 +288,42 @@ def test_root_resolution(tmp_path: Path) -> None:
         json.dumps({"root": str(tmp_path / "elsewhere"), "lists": [{"path": "nowhere.lst"}]})
     )
     assert pack_list(lst, PackOptions(pass_through=True)).records == 1
+
+
+def _imported(name: str) -> tuple[int, bool]:
+    import sys
+
+    return os.getpid(), name in sys.modules
+
+
+def test_preloaded_modules_are_imported_once_before_the_workers_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.executors import fork_is_safe
+
+    if not fork_is_safe():
+        pytest.skip("workers are not forked here")
+    log = tmp_path / "imports.log"
+    (tmp_path / "probe_module.py").write_text(
+        f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with LocalExecutor(2, preload=["probe_module"]) as executor:
+        seen = list(executor.map_ordered(_imported, ["probe_module"] * 8))
+    assert {ok for _, ok in seen} == {True} and os.getpid() not in {pid for pid, _ in seen}
+    assert log.read_text().split() == [str(os.getpid())]  # the parent's import, nobody else's
+
+
+def test_pass_through_starts_without_pillow(photos: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom im2rec.cli import main\n"
+        f"try:\n    main(['pack', {str(photos)!r}, '--pass-through', '-q', '--num-workers', '2'])\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('PIL' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-1] == "False"
+    assert photos.with_suffix(".rec").stat().st_size > 0

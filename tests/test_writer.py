@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from im2rec.errors import DuplicateKeyError, ModeError
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordWriter, frame
+from im2rec.recordio import writer as writer_module
 
 
 def test_writes_appear_only_when_closed(tmp_path: Path) -> None:
@@ -144,3 +146,20 @@ def test_large_output_is_flushed_in_chunks(tmp_path: Path) -> None:
 def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         RecordWriter(tmp_path / "no" / "such" / "a.rec")
+
+
+def test_partial_writes_are_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # writev may write less than asked (a signal, a nearly full disk): the rest must follow
+    real_writev = writer_module.os.writev
+
+    def short_writev(fd: int, buffers: list[bytes]) -> int:
+        return real_writev(fd, [memoryview(b"".join(buffers))[:1000]])
+
+    monkeypatch.setattr(writer_module.os, "writev", short_writev)
+    records = [bytes([i]) * (300 * i + 5) for i in range(40)]
+    with IndexedRecordWriter(tmp_path / "a.rec", hashing=True) as w:
+        for i, record in enumerate(records):
+            w.write_key(i, record[:8], record[8:])  # a record in two pieces
+    data = (tmp_path / "a.rec").read_bytes()
+    assert data == b"".join(map(frame, records))
+    assert w.sha256() == hashlib.sha256(data).hexdigest()

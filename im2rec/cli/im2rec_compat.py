@@ -123,7 +123,9 @@ def _pack(args: argparse.Namespace) -> int:
     if not lists:
         print(f"Did not find and list file with prefix {args.prefix}")  # im2rec.py's words
         return 0
-    with LocalExecutor(max(1, args.num_thread), preload=["im2rec.packing"]) as executor:
+    with LocalExecutor(
+        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging"]
+    ) as executor:
         executor.start(io_bound=options.pass_through)
         for lst in lists:
             print(f"Creating .rec file from {lst} in {working_dir}")

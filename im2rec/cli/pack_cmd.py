@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
 from ..packing import PackOptions, PackResult, pack_list
-from ..sharding import ShardedResult, ShardRunner, pack_sharded
 from .common import err_console, handle_errors, num_workers_option, out_console, progress_bar
+
+if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
+    from ..sharding import ShardedResult, ShardRunner
 
 __all__ = ["pack_command"]
 
@@ -138,8 +140,10 @@ def pack_command(
             require_dask()  # before any work: a missing extra is a setup mistake
         lists = find_lists(list(targets))
         with ExitStack() as stack:
-            pool = stack.enter_context(LocalExecutor(num_workers, preload=["im2rec.packing"]))
-            runner = _runner(stack, pool, executor, scheduler, num_workers, options)
+            # Workers re-encoding images need Pillow; pass-through reads in threads.
+            preload = [] if pass_through else ["im2rec.packing", "im2rec.imaging"]
+            pool = stack.enter_context(LocalExecutor(num_workers, preload=preload))
+            runner = _runner(stack, pool, executor, scheduler, num_workers, options, shards)
             bar = stack.enter_context(progress_bar(quiet=quiet or as_json))
             for lst in lists:
                 track = bar.track(lst.name, total=0)
@@ -148,6 +152,9 @@ def pack_command(
                         lst, options, root=root, executor=pool, resume=resume, on_progress=track
                     )
                 else:
+                    from ..sharding import pack_sharded
+
+                    assert runner is not None
                     result = pack_sharded(
                         lst, options, shards=shards, runner=runner, root=root, resume=resume,
                         global_index=global_index, on_progress=track,
@@ -183,17 +190,24 @@ def _runner(
     scheduler: str | None,
     workers: int,
     options: PackOptions,
-) -> ShardRunner:
-    from ..cluster import DaskRunner, LocalRunner
+    shards: int | None,
+) -> ShardRunner | None:
+    """Where shards run (None without --shards); local workers start now,
+    while the lists are read."""
+    if executor == "dask" and shards is not None:
+        from ..cluster import DaskRunner
 
-    if executor == "dask":
         return stack.enter_context(DaskRunner(scheduler, workers=workers))
-    pool.start(io_bound=options.pass_through)  # workers start while the lists are read
+    pool.start(io_bound=options.pass_through)
+    if shards is None:
+        return None
+    from ..cluster import LocalRunner
+
     return LocalRunner(pool)
 
 
 def _warn(result: PackResult | ShardedResult) -> None:
-    if isinstance(result, ShardedResult):
+    if not isinstance(result, PackResult):
         if result.stale:
             names = ", ".join(p.name for p in result.stale[:4])
             more = f" and {len(result.stale) - 4} more" if len(result.stale) > 4 else ""
@@ -213,7 +227,7 @@ def _warn(result: PackResult | ShardedResult) -> None:
 def _summary(results: list[PackResult | ShardedResult]) -> None:
     console = out_console()
     for r in results:
-        if isinstance(r, ShardedResult):
+        if not isinstance(r, PackResult):
             _shard_summary(r)
             continue
         if r.already_done:

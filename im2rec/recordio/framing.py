@@ -21,6 +21,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_RECORD_SIZE",
     "Buffer",
     "frame",
+    "frame_parts",
     "iter_heads",
     "read_record",
 ]
@@ -47,6 +49,7 @@ CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
 
 _HEAD = struct.Struct("<II")
 _PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
+_VECTOR_SCAN = 1 << 14  # bytes from which a record is scanned for magic words with numpy
 
 #: Anything ``struct.unpack_from`` and slicing accept: bytes, mmap, memoryview.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -58,24 +61,60 @@ def _head(cflag: int, length: int) -> bytes:
 
 def frame(data: bytes | bytearray | memoryview) -> bytes:
     """Return the on-disk bytes of one record holding ``data``."""
-    if isinstance(data, memoryview):
-        data = data.tobytes()
-    n = len(data)
+    return b"".join(frame_parts(data)[0])
+
+
+def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int]:
+    """The on-disk bytes of one record holding the concatenation of
+    ``pieces``, as a list of buffers to write in order (for ``os.writev``),
+    and their total length.
+
+    ``bytes`` pieces are in the list as they are, not copied: a writer that
+    frames an image record as (header, image bytes) never copies the image.
+    Mutable buffers are copied (the caller may reuse them), and a record
+    that must be split (an aligned magic word inside) is joined.
+    """
+    n = sum(map(len, pieces))
     if n >= MAX_RECORD_SIZE:
         raise RecordTooLargeError(
             f"record of {n:,} bytes is too large: RecordIO stores at most "
             f"{MAX_RECORD_SIZE - 1:,} bytes per record (29-bit length); "
             "store smaller images, e.g. re-encode with a lower quality or resize"
         )
+    if any(type(p) is not bytes for p in pieces):
+        pieces = tuple(bytes(p) for p in pieces)
+    # Each piece can be scanned on its own when it starts 4-aligned in the record.
+    if any(len(p) & 3 for p in pieces[:-1]):
+        pieces = (b"".join(pieces),)
+    if any(_aligned_magic(p) != -1 for p in pieces):
+        data = b"".join(pieces)
+        split = _frame_split(data, _aligned_magic(data))
+        return [split], len(split)
+    parts: list[Any] = [_HEAD.pack(MAGIC, n), *pieces]  # the common case: one whole record
+    if n & 3:
+        parts.append(_PADS[n & 3])
+    return parts, (n + 11) & ~3
+
+
+def _aligned_magic(data: bytes | bytearray | memoryview) -> int:
+    """Offset of the first magic word at a multiple of 4 in ``data``, or -1."""
+    if len(data) >= _VECTOR_SCAN:
+        # numpy compares aligned words ~4x faster than bytes.find scans
+        # (1.5 GB/s), and a payload holds no aligned magic almost always.
+        import numpy as np
+
+        words = np.frombuffer(data, dtype="<u4", count=len(data) >> 2)
+        hits = words == MAGIC
+        return int(hits.argmax()) << 2 if hits.any() else -1
+    if isinstance(data, memoryview):
+        data = data.tobytes()
     hit = data.find(MAGIC_BYTES)
     while hit != -1 and hit & 3:
         hit = data.find(MAGIC_BYTES, hit + 1)
-    if hit == -1:  # the common case: one whole record
-        return b"".join((_HEAD.pack(MAGIC, n), data, _PADS[n & 3]))
-    return _frame_split(data, hit)
+    return hit
 
 
-def _frame_split(data: bytes | bytearray, hit: int) -> bytes:
+def _frame_split(data: bytes, hit: int) -> bytes:
     # dmlc's writer (spec §1.2): cut at every aligned magic word, drop it,
     # emit parts 1, 2..2, then the tail as part 3.
     out: list[bytes | bytearray] = []
@@ -84,9 +123,8 @@ def _frame_split(data: bytes | bytearray, hit: int) -> bytes:
         out.append(_head(CFLAG_FIRST if start == 0 else CFLAG_MIDDLE, hit - start))
         out.append(data[start:hit])
         start = hit + 4
-        hit = data.find(MAGIC_BYTES, start)
-        while hit != -1 and hit & 3:
-            hit = data.find(MAGIC_BYTES, hit + 1)
+        hit = _aligned_magic(memoryview(data)[start:])
+        hit = hit if hit == -1 else start + hit
     n = len(data)
     out.append(_head(CFLAG_LAST, n - start))
     out.append(data[start:])

@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
-from .framing import frame
+from .framing import frame_parts
 
-__all__ = ["IndexedRecordWriter", "RecordWriter", "default_index_path"]
+Chunk = bytes | bytearray | memoryview
+
+__all__ = ["IndexedRecordWriter", "RecordWriter", "default_index_path", "write_all"]
 
 _BUFFER = 1 << 20
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
+_HASH_BACKLOG = 4  # flushes (of ~1 MiB) waiting for the SHA-256 thread
 
 # Bumped in every forked child, so a writer can tell it was inherited without
 # a getpid() system call per record.
@@ -44,6 +49,27 @@ def _hash_thread() -> ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(1, "im2rec-sha256")
+
+
+def _update(hasher: Any, parts: list[Any]) -> None:
+    for part in parts:
+        hasher.update(part)
+
+
+def write_all(fd: int, parts: list[Any]) -> None:
+    """Write every buffer of ``parts`` in order, with as few system calls as
+    the kernel allows (``writev``, at most IOV_MAX buffers each), resuming
+    after a partial write."""
+    parts, i = list(parts), 0  # the caller's list stays whole (the hash thread reads it)
+    while i < len(parts):
+        batch = parts[i : i + _IOV_MAX]
+        done = os.writev(fd, batch)
+        for part in batch:
+            if done < len(part):
+                parts[i] = memoryview(part)[done:]  # the rest of a partly written buffer
+                break
+            done -= len(part)
+            i += 1
 
 
 def default_index_path(rec: str | os.PathLike[str]) -> Path:
@@ -86,6 +112,7 @@ class _Output:
         # SHA-256 runs in one background thread (hashlib releases the GIL), in
         # write order, so hashing a large .rec overlaps the reading and writing.
         self._hashing = _hash_thread() if hashing else None
+        self._hashed: deque[Future[None]] = deque()
         if self.hasher is not None and self.size:
             with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -98,18 +125,22 @@ class _Output:
     def flush(self) -> None:
         if not self.pending or self.fd is None:
             return
-        joined = "".join(self.pending).encode() if self.text else b"".join(self.pending)
+        if self.text:
+            parts: list[Any] = ["".join(self.pending).encode()]
+        else:
+            parts = self.pending[:]  # records' buffers as they are: no copy before the kernel's
         self.pending.clear()
         if self._hashing is not None and self.hasher is not None:
-            self._hashing.submit(self.hasher.update, joined)
-        view = memoryview(joined)
-        while view:
-            view = view[os.write(self.fd, view) :]
+            while len(self._hashed) >= _HASH_BACKLOG:  # bounded: memory must not grow with the file
+                self._hashed.popleft().result()
+            self._hashed.append(self._hashing.submit(_update, self.hasher, parts))
+        write_all(self.fd, parts)
 
     def _stop_hashing(self) -> None:
         if self._hashing is not None:
             self._hashing.shutdown(wait=True)  # every queued update is applied
             self._hashing = None
+            self._hashed.clear()
 
     def finish(self) -> None:
         if self.fd is None:
@@ -170,7 +201,7 @@ class RecordWriter:
         hashing: bool = False,
     ):
         self._out = _Output(path, atomic, temp=temp, append=append, hashing=hashing)
-        self._append: Callable[[bytes], object] | None = self._out.pending.append
+        self._extend: Callable[[list[Any]], object] | None = self._out.pending.extend
         self._pos = self._flushed = self._out.size
         self._pid = os.getpid()
         self._generation = _forks[0]
@@ -181,7 +212,7 @@ class RecordWriter:
 
     @property
     def closed(self) -> bool:
-        return self._append is None
+        return self._extend is None
 
     @property
     def temp_path(self) -> Path:
@@ -189,15 +220,17 @@ class RecordWriter:
         writing in place)."""
         return self._out.tmp
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Append one record; return the byte offset where it starts."""
-        append = self._append
-        if append is None or self._generation != _forks[0]:
+    def write(self, data: Chunk, *more: Chunk) -> int:
+        """Append one record holding ``data`` (followed by ``more``, e.g. an
+        image record's header, then its image bytes: written as they are,
+        never joined); return the byte offset where it starts."""
+        extend = self._extend
+        if extend is None or self._generation != _forks[0]:
             raise self._unusable()
-        framed = frame(data)
+        parts, size = frame_parts(data, *more)
         pos = self._pos
-        append(framed)
-        self._pos = end = pos + len(framed)
+        extend(parts)
+        self._pos = end = pos + size
         if end - self._flushed >= _BUFFER:
             self.flush()
         return pos
@@ -217,20 +250,20 @@ class RecordWriter:
 
     def close(self) -> None:
         """Flush and, for an atomic writer, move the file(s) into place."""
-        self._append = None
+        self._extend = None
         for out in self._outputs():
             out.finish()
 
     def abort(self) -> None:
         """Stop writing; an atomic writer removes its temporary file(s)."""
-        self._append = None
+        self._extend = None
         for out in self._outputs():
             out.discard()
 
     def suspend(self) -> None:
         """Stop writing but keep the temporary file(s) as they are, so that a
         later writer opened with ``temp=..., append=True`` can continue."""
-        self._append = None
+        self._extend = None
         for out in self._outputs():
             out.suspend()
 
@@ -241,7 +274,7 @@ class RecordWriter:
         return self._out.hasher.hexdigest()
 
     def _unusable(self) -> ModeError:
-        if self._append is None:
+        if self._extend is None:
             return ModeError(f"{self.path}: the writer is closed")
         return ModeError(
             f"{self.path}: this writer was opened in process {self._pid}; writing "
@@ -316,15 +349,16 @@ class IndexedRecordWriter(RecordWriter):
     def index_path(self) -> Path:
         return self._idx.path
 
-    def write_key(self, key: Any, data: bytes | bytearray | memoryview) -> int:
-        """Append one record under ``key``; return its offset."""
+    def write_key(self, key: Any, data: Chunk, *more: Chunk) -> int:
+        """Append one record under ``key`` (its bytes: ``data`` then
+        ``more``, as for :meth:`write`); return its offset."""
         key = self.key_type(key)
         keys = self._keys
         if keys is not None and key in keys:
             raise DuplicateKeyError(
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
-        pos = self.write(data)
+        pos = self.write(data, *more)
         if keys is not None:
             keys.add(key)
         self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
