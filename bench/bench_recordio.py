@@ -147,6 +147,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-") as tmp:
         data = Path(tmp)
         make_data(data)
+        os.sync()  # both sides read clean cached pages, not pages still being written back
         for task in args.tasks:
             mx_s = run_worker(args.mx_python, "mx", data, task, args.repeat)
             ours = run_worker(sys.executable, "im2rec", data, task, args.repeat)

@@ -60,8 +60,22 @@ def _head(cflag: int, length: int) -> bytes:
 
 
 def frame(data: bytes | bytearray | memoryview) -> bytes:
-    """Return the on-disk bytes of one record holding ``data``."""
-    return b"".join(frame_parts(data)[0])
+    """Return the on-disk bytes of one record holding ``data``, as one
+    buffer (what a writer appends for a small record)."""
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    n = len(data)
+    if n >= MAX_RECORD_SIZE:
+        raise _too_large(n)
+    if n < _VECTOR_SCAN:  # inline: this is the per-record path of small records
+        hit = data.find(MAGIC_BYTES)
+        while hit != -1 and hit & 3:
+            hit = data.find(MAGIC_BYTES, hit + 1)
+    else:
+        hit = _aligned_magic(data)
+    if hit == -1:  # the common case: one whole record
+        return b"".join((_HEAD.pack(MAGIC, n), data, _PADS[n & 3]))
+    return _frame_split(bytes(data), hit)
 
 
 def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int]:
@@ -76,11 +90,7 @@ def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int
     """
     n = sum(map(len, pieces))
     if n >= MAX_RECORD_SIZE:
-        raise RecordTooLargeError(
-            f"record of {n:,} bytes is too large: RecordIO stores at most "
-            f"{MAX_RECORD_SIZE - 1:,} bytes per record (29-bit length); "
-            "store smaller images, e.g. re-encode with a lower quality or resize"
-        )
+        raise _too_large(n)
     if any(type(p) is not bytes for p in pieces):
         pieces = tuple(bytes(p) for p in pieces)
     # Each piece can be scanned on its own when it starts 4-aligned in the record.
@@ -94,6 +104,14 @@ def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int
     if n & 3:
         parts.append(_PADS[n & 3])
     return parts, (n + 11) & ~3
+
+
+def _too_large(n: int) -> RecordTooLargeError:
+    return RecordTooLargeError(
+        f"record of {n:,} bytes is too large: RecordIO stores at most "
+        f"{MAX_RECORD_SIZE - 1:,} bytes per record (29-bit length); "
+        "store smaller images, e.g. re-encode with a lower quality or resize"
+    )
 
 
 def _aligned_magic(data: bytes | bytearray | memoryview) -> int:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
-from .framing import frame_parts
+from .framing import frame, frame_parts
 
 Chunk = bytes | bytearray | memoryview
 
@@ -30,6 +30,7 @@ __all__ = ["IndexedRecordWriter", "RecordWriter", "default_index_path", "write_a
 _BUFFER = 1 << 20
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 _HASH_BACKLOG = 4  # flushes (of ~1 MiB) waiting for the SHA-256 thread
+_SMALL = 1 << 14  # records below this are joined into one buffer before writing
 
 # Bumped in every forked child, so a writer can tell it was inherited without
 # a getpid() system call per record.
@@ -127,8 +128,10 @@ class _Output:
             return
         if self.text:
             parts: list[Any] = ["".join(self.pending).encode()]
+        elif len(self.pending) > _IOV_MAX:  # many small records: one copy beats many iovecs
+            parts = [b"".join(self.pending)]
         else:
-            parts = self.pending[:]  # records' buffers as they are: no copy before the kernel's
+            parts = self.pending[:]  # large records' buffers as they are: no copy
         self.pending.clear()
         if self._hashing is not None and self.hasher is not None:
             while len(self._hashed) >= _HASH_BACKLOG:  # bounded: memory must not grow with the file
@@ -202,6 +205,7 @@ class RecordWriter:
     ):
         self._out = _Output(path, atomic, temp=temp, append=append, hashing=hashing)
         self._extend: Callable[[list[Any]], object] | None = self._out.pending.extend
+        self._append = self._out.pending.append
         self._pos = self._flushed = self._out.size
         self._pid = os.getpid()
         self._generation = _forks[0]
@@ -227,9 +231,14 @@ class RecordWriter:
         extend = self._extend
         if extend is None or self._generation != _forks[0]:
             raise self._unusable()
-        parts, size = frame_parts(data, *more)
         pos = self._pos
-        extend(parts)
+        if not more and len(data) < _SMALL:  # a small record is cheaper joined than in pieces
+            framed = frame(data)
+            self._append(framed)
+            size = len(framed)
+        else:
+            parts, size = frame_parts(data, *more)
+            extend(parts)
         self._pos = end = pos + size
         if end - self._flushed >= _BUFFER:
             self.flush()
@@ -358,7 +367,7 @@ class IndexedRecordWriter(RecordWriter):
             raise DuplicateKeyError(
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
-        pos = self.write(data, *more)
+        pos = self.write(data, *more) if more else self.write(data)
         if keys is not None:
             keys.add(key)
         self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
