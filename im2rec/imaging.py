@@ -175,10 +175,10 @@ def opencv_mode(im: Image.Image, iscolor: int) -> Image.Image:
     """OpenCV's imread modes in Pillow terms: 1 gives RGB, 0 gives L, -1 keeps
     what is stored as L, I;16, RGB or RGBA. 16-bit data is reduced to 8 bits
     by dropping the low byte, as OpenCV does."""
-    import numpy as np
-
     mode = im.mode
     if mode in ("I;16", "I;16B", "I"):
+        import numpy as np  # here, not above: 8-bit images (nearly all) need no numpy
+
         arr = np.asarray(im).astype(np.uint16)
         if iscolor == -1:
             return Image.fromarray(arr)
@@ -192,8 +192,14 @@ def opencv_mode(im: Image.Image, iscolor: int) -> Image.Image:
     if iscolor == 0:
         if mode in ("L", "1", "LA"):
             return _as_mode(im, "L")
-        return Image.fromarray(_libpng_gray(np.asarray(im.convert("RGB"))))
+        return Image.fromarray(_libpng_gray(_rgb_array(im)))
     return _as_mode(im, "RGB")
+
+
+def _rgb_array(im: Image.Image) -> np.ndarray:
+    import numpy as np
+
+    return np.asarray(im.convert("RGB"))
 
 
 def _as_mode(im: Image.Image, mode: str) -> Image.Image:
