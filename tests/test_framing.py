@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,6 +99,37 @@ def test_frame_parts_equal_framing_the_joined_record(
         parts, total = frame_parts(*record)
         framed = frame(b"".join(record))
         assert b"".join(parts) == framed and total == len(framed)
+
+
+def _reference_frame(data: bytes) -> bytes:
+    # spec §1.2 read literally: cut at each 4-aligned magic word, one search at a time
+    parts, start, pos = [], 0, 0
+    while (hit := data.find(M, pos)) != -1:
+        if hit % 4:
+            pos = hit + 1
+            continue
+        parts.append(data[start:hit])
+        start = pos = hit + 4
+    parts.append(data[start:])
+    if len(parts) == 1:
+        return h("M") + struct.pack("<I", len(data)) + data + bytes(-len(data) % 4)
+    out = b""
+    for i, part in enumerate(parts):
+        cflag = 1 if i == 0 else 3 if i == len(parts) - 1 else 2
+        out += h("M") + struct.pack("<I", cflag << 29 | len(part)) + part
+    return out + bytes(-len(data) % 4)
+
+
+@pytest.mark.parametrize("every", [4, 8, 1000, 4099])
+def test_large_records_full_of_magic_words_split_like_the_spec(every: int) -> None:
+    data = bytearray(b"\x11" * (3 * _VECTOR_SCAN + 6))
+    for at in range(0, len(data) - 4, every):  # aligned and (for 4099) unaligned
+        data[at : at + 4] = M
+    assert frame(bytes(data)) == _reference_frame(bytes(data))
+    parts, size = frame_parts(bytes(24), bytes(data))
+    assert b"".join(parts) == _reference_frame(bytes(24) + bytes(data)) and size == sum(
+        map(len, parts)
+    )
 
 
 def test_frame_parts_keep_bytes_and_copy_mutable_buffers() -> None:

@@ -77,7 +77,7 @@ def frame(data: bytes | bytearray | memoryview) -> bytes:
         hit = _aligned_magic(data)
     if hit == -1:  # the common case: one whole record
         return b"".join((_HEAD.pack(MAGIC, n), data, _PADS[n & 3]))
-    return _frame_split(bytes(data), hit)
+    return _frame_split(bytes(data))
 
 
 def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int]:
@@ -99,8 +99,7 @@ def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int
     if any(len(p) & 3 for p in pieces[:-1]):
         pieces = (b"".join(pieces),)
     if any(_aligned_magic(p) != -1 for p in pieces):
-        data = b"".join(pieces)
-        split = _frame_split(data, _aligned_magic(data))
+        split = _frame_split(b"".join(pieces))
         return [split], len(split)
     parts: list[Any] = [_HEAD.pack(MAGIC, n), *pieces]  # the common case: one whole record
     if n & 3:
@@ -134,17 +133,31 @@ def _aligned_magic(data: bytes | bytearray | memoryview) -> int:
     return hit
 
 
-def _frame_split(data: bytes, hit: int) -> bytes:
+def _all_aligned_magics(data: bytes) -> list[int]:
+    """Offsets of every magic word at a multiple of 4 in ``data``, in one pass."""
+    if len(data) >= _VECTOR_SCAN:
+        import numpy as np
+
+        words = np.frombuffer(data, dtype="<u4", count=len(data) >> 2)
+        return (np.flatnonzero(words == MAGIC) << 2).tolist()  # type: ignore[no-any-return]
+    hits, hit = [], data.find(MAGIC_BYTES)
+    while hit != -1:
+        if not hit & 3:
+            hits.append(hit)
+        hit = data.find(MAGIC_BYTES, hit + 1)
+    return hits
+
+
+def _frame_split(data: bytes) -> bytes:
     # dmlc's writer (spec §1.2): cut at every aligned magic word, drop it,
-    # emit parts 1, 2..2, then the tail as part 3.
+    # emit parts 1, 2..2, then the tail as part 3. Aligned words are 4 apart
+    # at least, so each one found in the whole record is a cut.
     out: list[bytes | bytearray] = []
     start = 0
-    while hit != -1:
+    for hit in _all_aligned_magics(data):
         out.append(_head(CFLAG_FIRST if start == 0 else CFLAG_MIDDLE, hit - start))
         out.append(data[start:hit])
         start = hit + 4
-        hit = _aligned_magic(memoryview(data)[start:])
-        hit = hit if hit == -1 else start + hit
     n = len(data)
     out.append(_head(CFLAG_LAST, n - start))
     out.append(data[start:])
