@@ -10,7 +10,6 @@ byte range.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -265,6 +264,8 @@ def _check_index(path: Path, heads: array[int], size: int, result: VerifyResult)
 
 
 def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyResult) -> None:
+    import hashlib  # OpenSSL loads only when a manifest is checked
+
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         expected = {"rec": manifest["rec"]["sha256"], "idx": manifest["idx"]["sha256"]}

@@ -9,7 +9,6 @@ exception inside the ``with`` block removes the temporary file instead.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from _hashlib import HASH
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
@@ -43,6 +43,12 @@ def _count_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_count_fork)
+
+
+def _sha256() -> HASH:
+    import hashlib  # loads OpenSSL: only writers that hash pay for it
+
+    return hashlib.sha256()
 
 
 def _hash_thread() -> ThreadPoolExecutor:
@@ -109,7 +115,7 @@ class _Output:
         self.fd: int | None = os.open(self.tmp, flags | (0 if append else os.O_TRUNC), 0o666)
         self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.pending: list[Any] = []  # bytes, or str lines for a text output
-        self.hasher = hashlib.sha256() if hashing else None
+        self.hasher = _sha256() if hashing else None
         # SHA-256 runs in one background thread (hashlib releases the GIL), in
         # write order, so hashing a large .rec overlaps the reading and writing.
         self._hashing = _hash_thread() if hashing else None
