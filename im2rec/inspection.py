@@ -247,8 +247,8 @@ def _check_index(path: Path, heads: array[int], size: int, result: VerifyResult)
                 None, None, f"{path.name}: {len(bad) - 20:,} more offsets are not record starts"
             )
         )
-    if len(set(keys)) != len(keys):
-        dups = [k for k, n in Counter(keys).items() if n > 1]
+    dups = [k for k, n in Counter(keys).items() if n > 1]
+    if dups:
         shown = ", ".join(map(repr, dups[:5])) + (", ..." if len(dups) > 5 else "")
         result.problems.append(
             Problem(None, None, f"{path.name}: {len(dups):,} key(s) appear more than once: {shown}")

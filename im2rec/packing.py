@@ -129,10 +129,6 @@ class Encoder:
             return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
         return header, data
 
-    def __post_init__(self) -> None:
-        if not self.options.pass_through:
-            from . import imaging  # noqa: F401 - here, so forked workers inherit it
-
 
 def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
     # Pillow is imported only when images are re-encoded: --pass-through
@@ -229,6 +225,8 @@ def pack_list(
         files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
         append=bool(start), hashing=True, check_keys=False,  # read_lst refused duplicates
     )  # fmt: skip
+    if not options.pass_through:
+        from . import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
     t0 = time.perf_counter()
     with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
         _write_records(items, start, Encoder(options, str(root_dir)), executor or LocalExecutor(1),
