@@ -4,8 +4,8 @@
 
 Generates ``--images`` JPEGs of 300x225 to 1024x768 (smooth colour fields
 with grain, like photos compress), lists them once with ``rec list``, then
-times, best of ``--repeat``, with the same worker count on both sides and a
-warm page cache:
+times, best of ``--repeat`` runs that alternate the two tools, with the same
+worker count on both sides and a warm page cache:
 
 * ``--pass-through``: im2rec.py vs rec pack, and the time to merely read
   every file once (the floor);
@@ -42,6 +42,14 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 def best(cmd: list[str], cwd: Path, repeat: int) -> float:
     return min(timed(cmd, cwd) for _ in range(repeat))
+
+
+def best_pair(a: list[str], b: list[str], cwd: Path, repeat: int) -> tuple[float, float]:
+    """Best of ``repeat`` runs of each, alternating a, b, a, b, ...: this
+    VM's speed drifts by tens of percent over minutes, and alternation lets
+    the drift fall on both tools alike instead of on whichever ran second."""
+    runs = [(timed(a, cwd), timed(b, cwd)) for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
 
 
 def peak_rss_mb(cmd: list[str], cwd: Path) -> float:
@@ -127,22 +135,21 @@ def main() -> None:
             [sys.executable, "-c", "import im2rec.cli.pack_cmd, im2rec.imaging"], work, args.repeat
         )
 
-        def im2rec(*extra: str) -> float:
-            cmd = [
-                mx_python,
-                im2rec_py,
-                str(work / "mx" / "images"),
-                str(work / "images"),
-                "--num-thread",
-                w,
-            ]
-            return best([*cmd, *extra], work, args.repeat)
+        def im2rec_cmd(*extra: str) -> list[str]:
+            cmd = [mx_python, im2rec_py, str(work / "mx" / "images"), str(work / "images")]
+            return [*cmd, "--num-thread", w, *extra]
+
+        def ours_cmd(*extra: str) -> list[str]:
+            cmd = [rec, "pack", str(work / "ours" / "images.lst"), "--root", str(work / "images")]
+            return [*cmd, "--num-workers", w, "-q", *extra]
 
         def ours(*extra: str) -> float:
-            cmd = [rec, "pack", str(work / "ours" / "images.lst"), "--root", str(work / "images")]
-            return best([*cmd, "--num-workers", w, "-q", *extra], work, args.repeat)
+            return best(ours_cmd(*extra), work, args.repeat)
 
-        pt_mx, pt_ours = im2rec("--pass-through"), ours("--pass-through")
+        def side_by_side(*extra: str) -> tuple[float, float]:
+            return best_pair(im2rec_cmd(*extra), ours_cmd(*extra), work, args.repeat)
+
+        pt_mx, pt_ours = side_by_side("--pass-through")
         cold: dict[str, float] | None = None
         if drop_caches():  # the same comparison with the images on disk, not in memory
             cold_read = read_floor(work / "images", 1)
@@ -161,10 +168,7 @@ def main() -> None:
             (work / "mx" / f"images{e}").read_bytes() == (work / "ours" / f"images{e}").read_bytes()
             for e in (".rec", ".idx")
         )
-        rs_mx, rs_ours = (
-            im2rec("--resize", "256", "--quality", "95"),
-            ours("--resize", "256", "--quality", "95"),
-        )
+        rs_mx, rs_ours = side_by_side("--resize", "256", "--quality", "95")
         # memory: the same files listed 10 times over (unique indexes)
         lines = lst.read_text().splitlines()
         big = work / "big"

@@ -15,6 +15,7 @@ records are exposed, with their identity labels.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -43,6 +44,13 @@ class RecordDataset:
     the default; ``"error"`` refuses. ``min_size=(w, h)`` decodes JPEGs at
     the smallest DCT scale (1/2, 1/4, 1/8) that keeps both sides at least
     that size: for training below half the stored resolution.
+
+    An image that does not decode (in this class or in ``transform``) raises
+    :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.
+    With ``on_corrupt="skip"`` the next record that decodes is returned in
+    its place (wrapping around), with a warning; ``skipped`` lists ``(key,
+    offset, reason)`` for the records skipped in this process (each
+    ``DataLoader`` worker keeps its own).
     """
 
     def __init__(
@@ -56,7 +64,10 @@ class RecordDataset:
         layout: Layout = "auto",
         missing_index: Literal["error", "scan"] = "scan",
         min_size: tuple[int, int] | None = None,
+        on_corrupt: Literal["raise", "skip"] = "raise",
     ):
+        if on_corrupt not in ("raise", "skip"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
         if min_size is not None and (len(min_size) != 2 or min(min_size) < 1):
@@ -66,6 +77,8 @@ class RecordDataset:
         self.output = output
         self.transform = transform
         self.target_transform = target_transform
+        self.skip_corrupt = on_corrupt == "skip"
+        self.skipped: list[tuple[Any, int, str]] = []
         self.keys: list[Any] = self.reader.keys
         self.layout = self._detect(layout)
         if self.layout == "insightface":
@@ -90,7 +103,22 @@ class RecordDataset:
         return len(self.keys)
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
-        key = self.keys[i]
+        n = len(self.keys)
+        i = range(n)[i]  # IndexError past the end, as a sequence must (plain `for` loops)
+        if not self.skip_corrupt:
+            return self._item(self.keys[i])
+        for step in range(n):
+            key = self.keys[(i + step) % n]
+            try:
+                return self._item(key)
+            except ImageCodecError as exc:
+                offset = self.reader.index.offset_of(key)
+                why = str(exc.__cause__ or exc)
+                self.skipped.append((key, offset, why))
+                warnings.warn(f"{exc}; skipped (on_corrupt='skip')", stacklevel=2)
+        raise ImageCodecError(f"{self.reader.name}: none of its {n} records decodes")
+
+    def _item(self, key: Any) -> tuple[Any, Any]:
         header, payload = unpack(self.reader.read_key(key))
         label: Any = header.label if header.flag else float(header.label)
         if self.output == "bytes":
@@ -98,10 +126,19 @@ class RecordDataset:
         else:
             image = self._decode(payload, key)
         if self.transform is not None:
-            image = self.transform(image)
+            try:
+                image = self.transform(image)
+            except ImageCodecError as exc:  # e.g. Augmenter on output="bytes"
+                raise self._codec_error(key, exc) from exc
         if self.target_transform is not None:
             label = self.target_transform(label)
         return image, label
+
+    def _codec_error(self, key: Any, why: object) -> ImageCodecError:
+        offset = self.reader.index.offset_of(key)
+        return ImageCodecError(
+            f"{self.reader.name}: the image of key {key!r} (byte {offset:,}) does not decode: {why}"
+        )
 
     def _decode(self, payload: bytes, key: Any) -> Any:
         try:
@@ -115,11 +152,7 @@ class RecordDataset:
             rgb = im if im.mode == "RGB" else im.convert("RGB")
         except DECODE_ERRORS as exc:
             why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc
-            offset = self.reader.index.offset_of(key)
-            raise ImageCodecError(
-                f"{self.reader.name}: the image of key {key!r} (byte {offset:,}) does not "
-                f"decode: {why}"
-            ) from exc
+            raise self._codec_error(key, why) from exc
         return np.asarray(rgb) if self.output == "numpy" else rgb
 
     def __repr__(self) -> str:

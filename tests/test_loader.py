@@ -88,6 +88,57 @@ def test_corrupt_image_names_key_and_offset(tmp_path: Path) -> None:
         ds[1]
 
 
+def corrupt_rec(tmp_path: Path) -> Path:
+    """Keys 0..5 with undecodable images at keys 2 and 5 (the last)."""
+    with IndexedRecordWriter(tmp_path / "bad.rec") as w:
+        for key in range(6):
+            image = b"broken" if key in (2, 5) else jpeg(8 + key, 8, key)
+            w.write_key(key, pack((0, float(key), key, 0), image))
+    return tmp_path / "bad.rec"
+
+
+def test_corrupt_image_in_a_transform_names_key_and_offset(tmp_path: Path) -> None:
+    from im2rec.augment import Augmenter
+
+    ds = RecordDataset(corrupt_rec(tmp_path), output="bytes", transform=Augmenter((3, 4, 4)))
+    assert ds[1][0].shape == (3, 4, 4)
+    with pytest.raises(
+        ImageCodecError, match=r"the image of key 2 \(byte [\d,]+\) does not decode"
+    ):
+        ds[2]
+
+
+@pytest.mark.parametrize("output", ["pil", "bytes"])
+def test_on_corrupt_skip_returns_the_next_record_that_decodes(tmp_path: Path, output: str) -> None:
+    from im2rec.augment import Augmenter
+
+    transform = Augmenter((3, 4, 4), dtype="uint8") if output == "bytes" else None
+    ds = RecordDataset(corrupt_rec(tmp_path), output=output, transform=transform, on_corrupt="skip")  # type: ignore[arg-type]
+    with pytest.warns(UserWarning, match=r"key 2 \(byte [\d,]+\) does not decode.*skipped"):
+        assert ds[2][1] == 3.0
+    with pytest.warns(UserWarning, match="key 5"):
+        assert ds[5][1] == 0.0  # wraps around to the first record
+    assert [(key, reason != "") for key, _, reason in ds.skipped] == [(2, True), (5, True)]
+    offsets = RecordDataset(corrupt_rec(tmp_path)).reader.index
+    assert [offset for _, offset, _ in ds.skipped] == [offsets.offset_of(2), offsets.offset_of(5)]
+    assert ds[4][1] == 4.0 and len(ds.skipped) == 2  # good records are untouched
+    with pytest.raises(IndexError):
+        ds[6]  # the end of the sequence, not a skip
+    with pytest.warns(UserWarning, match="key 5"):
+        assert ds[-1][1] == 0.0  # the last record, which is skipped
+
+
+def test_on_corrupt_skip_with_nothing_decodable(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "all-bad.rec") as w:
+        for key in range(3):
+            w.write_key(key, pack((0, 0.0, key, 0), b"broken"))
+    ds = RecordDataset(tmp_path / "all-bad.rec", on_corrupt="skip")
+    with pytest.warns(UserWarning), pytest.raises(ImageCodecError, match="none of its 3 records"):
+        ds[0]
+    with pytest.raises(ValueError, match="on_corrupt must be"):
+        RecordDataset(tmp_path / "all-bad.rec", on_corrupt="ignore")  # type: ignore[arg-type]
+
+
 def test_missing_index_is_scanned_or_refused(plain: Path) -> None:
     plain.with_suffix(".idx").unlink()
     assert len(RecordDataset(plain)) == 24
