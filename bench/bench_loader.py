@@ -7,7 +7,11 @@
 2. ``RecordDataset`` vs the usual ``mx.recordio`` + PIL dataset class (what
    insightface's ``MXFaceDataset`` and many repos write), both in a torch
    DataLoader with ``--workers`` workers (fork), decoding to RGB arrays.
-   Target 2x.
+   Target 2x. Two informational rows follow: images wanted at half size
+   (``min_size``), and a training transform (RandomResizedCrop(224), random
+   flip, ToTensor, Normalize, collated into float32 batches): torchvision's
+   PIL path written out for the usual class, since torchvision's wheel does
+   not load beside this CPU build of torch, and ``Augmenter`` for ours.
 
     make bench      # or: .venv/bin/python bench/bench_loader.py --mx-python .venv-mx/bin/python
 
@@ -66,7 +70,32 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 impl, rec, workers, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-half = impl.endswith("-half")  # the informational row: images wanted at half size
+half = impl.endswith("-half")  # an informational row: images wanted at half size
+train = impl.endswith("-train")  # another: a training transform, float32 batches
+MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+
+
+def torchvision_train(image):
+    # What torchvision's RandomResizedCrop(224), RandomHorizontalFlip(),
+    # ToTensor() and Normalize(MEAN, STD) run on a PIL image, draw for draw.
+    width, height = image.size
+    area, log_ratio = width * height, (np.log(3 / 4), np.log(4 / 3))
+    for _ in range(10):
+        target = area * torch.empty(1).uniform_(0.08, 1.0).item()
+        aspect = np.exp(torch.empty(1).uniform_(*log_ratio).item())
+        w, h = round((target * aspect) ** 0.5), round((target / aspect) ** 0.5)
+        if 0 < w <= width and 0 < h <= height:
+            i = torch.randint(0, height - h + 1, size=(1,)).item()
+            j = torch.randint(0, width - w + 1, size=(1,)).item()
+            break
+    else:
+        i, j, h, w = 0, 0, height, width
+    image = image.crop((j, i, j + w, i + h)).resize((224, 224), Image.Resampling.BILINEAR)
+    if torch.rand(1) < 0.5:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    pixels = torch.from_numpy(np.array(image, np.uint8, copy=True)).view(224, 224, 3)
+    return pixels.permute(2, 0, 1).contiguous().to(torch.float32).div(255).sub_(MEAN).div_(STD)
 
 
 def to_array(image):
@@ -88,27 +117,41 @@ class MXRecordDataset(Dataset):
 
     def __getitem__(self, i):
         header, payload = self.mx.recordio.unpack(self.imgrec.read_idx(self.keys[i]))
-        return to_array(Image.open(io.BytesIO(payload)).convert("RGB")), float(header.label)
+        image = Image.open(io.BytesIO(payload)).convert("RGB")
+        return (torchvision_train if train else to_array)(image), float(header.label)
 
 
 if impl.startswith("mx"):
     dataset = MXRecordDataset(rec)
+elif train:
+    from im2rec.augment import Augmenter
+    from im2rec.loader import RecordDataset
+    augment = Augmenter((3, 224, 224), random_resized_crop=True, rand_mirror=True,
+                        mean=tuple(255 * MEAN.flatten()), std=tuple(255 * STD.flatten()))
+    dataset = RecordDataset(rec, output="bytes", transform=augment)
 else:
     from im2rec.loader import RecordDataset
     dataset = RecordDataset(rec, transform=to_array, min_size=(112, 112) if half else None)
 
 
-def collate(batch):
+def count(batch):
     return len(batch)
 
 
-loader = DataLoader(dataset, batch_size=64, num_workers=workers, collate_fn=collate,
+def collate(batch):  # the real batches, handed to this process in shared memory
+    images, labels = torch.utils.data.default_collate(batch)
+    assert images.shape[1:] == (3, 224, 224) and images.dtype == torch.float32
+    return images, labels
+
+
+loader = DataLoader(dataset, batch_size=64, num_workers=workers,
+                    collate_fn=collate if train else count,
                     multiprocessing_context="fork", persistent_workers=True, shuffle=True,
                     generator=torch.Generator().manual_seed(0))
 rates = []
 for epoch in range(epochs + 1):
     t0 = time.perf_counter()
-    n = sum(loader)
+    n = sum(len(batch[0]) if train else batch for batch in loader)
     if epoch:  # the first epoch starts the workers
         rates.append(n / (time.perf_counter() - t0))
 print(json.dumps({"images_per_s": max(rates), "images": n}))
@@ -162,6 +205,7 @@ def main() -> None:
         make_rec(rec, args.images)
         for name, script, suffix in (
             ("iterator", ITERATOR, ""), ("dataset", DATASET, ""), ("dataset_half", DATASET, "-half"),
+            ("dataset_train", DATASET, "-train"),
         ):  # fmt: skip
             mx_rate = run(mx_python, script, "mx" + suffix, rec, args.workers, args.epochs)
             ours = run(sys.executable, script, "im2rec" + suffix, rec, args.workers, args.epochs)
@@ -185,6 +229,12 @@ def main() -> None:
         print(f"{'mx.recordio + PIL + resize':28} {r['mx']:8,.0f} images/s")
         print(
             f"{'RecordDataset(min_size=...)':28} {r['im2rec']:8,.0f} images/s   ratio {r['ratio']:.2f}x"
+        )
+        r = results["dataset_train"]
+        print("with a training transform, float32 batches (informational)")
+        print(f"{'mx.recordio + PIL + tv ops':28} {r['mx']:8,.0f} images/s")
+        print(
+            f"{'RecordDataset + Augmenter':28} {r['im2rec']:8,.0f} images/s   ratio {r['ratio']:.2f}x"
         )
     met = (
         results["iterator"]["ratio"] >= ITER_TARGET
