@@ -63,7 +63,7 @@ def _next_head(buf: bytes | mmap.mmap, start: int, size: int) -> int:
     pos = start + (-start % 4)
     while pos + 8 <= size:
         hit = buf.find(MAGIC_BYTES, pos)
-        if hit == -1:
+        if hit == -1 or hit + 8 > size:  # a magic in the last 8 bytes heads nothing
             break
         if hit % 4 == 0:
             _, lrec = _WORDS.unpack_from(buf, hit)

@@ -176,3 +176,16 @@ def test_header_walks_start_without_numpy_rich_or_pillow(packed: Path, command: 
         [sys.executable, "-c", probe], cwd=packed.parent, capture_output=True, text=True, check=True
     ).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+def test_damage_then_a_magic_word_in_the_last_bytes(tmp_path: Path) -> None:
+    """The search for the next record head after damage must not read a
+    header past the end when the file's last 4-7 bytes hold a magic word."""
+    from im2rec.recordio import frame
+    from im2rec.recordio.framing import MAGIC_BYTES
+
+    path = tmp_path / "tail.rec"
+    path.write_bytes(frame(b"abcd") + b"\xff" * 8 + MAGIC_BYTES)
+    result = verify(path)
+    assert result.records == 1
+    assert [p.offset for p in result.problems] == [12]

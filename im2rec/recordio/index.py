@@ -146,8 +146,8 @@ def _read(path: str | os.PathLike[str]) -> tuple[str, bytes]:
         return name, Path(path).read_bytes()
     except FileNotFoundError:
         raise MissingFileError(
-            f"{name}: index file not found; rebuild it from the .rec: "
-            "build_index(RecordReader(rec)).save(idx) in im2rec.recordio"
+            f"{name}: index file not found; rebuild it from the .rec with `rec index REC` "
+            "(in Python: build_index(RecordReader(rec)).save(idx))"
         ) from None
 
 
