@@ -78,6 +78,11 @@ def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
                 f"{name}:{lineno}: index {key} is already used on line {seen[key]}; "
                 "indexes become .idx keys and must be unique"
             )
+        if "\0" in fields[-1]:
+            raise DatasetError(
+                f"{name}:{lineno}: the path holds a NUL character, which no file name can; "
+                "fix or delete the line"
+            )
         seen[key] = lineno
         items.append(ListItem(key, labels, fields[-1], lineno))
     return items

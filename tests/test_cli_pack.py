@@ -79,6 +79,7 @@ def test_failures_strict_and_report(example: Path) -> None:
         ("0\t1.0\ta.jpg\nx\t1.0\tb.jpg\n", "bad.lst:2: invalid literal for int()"),
         ("0\t1.0\ta.jpg\n0\t1.0\tb.jpg\n", "bad.lst:2: index 0 is already used on line 1"),
         ("-1\t1.0\ta.jpg\n", "bad.lst:1: index -1 is outside 0..2**64-1"),
+        ("0\t1.0\ta\0.jpg\n", "bad.lst:1: the path holds a NUL character"),
     ],
 )
 def test_malformed_lists(example: Path, content: str, message: str) -> None:

@@ -5,6 +5,7 @@ exit code), never another exception; ``verify`` reports instead of failing."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import struct
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -177,3 +178,83 @@ def test_damage_fails_only_with_our_errors(
     if (work / "merged.rec").exists():  # never a merged file that is not whole
         merged = verify(work / "merged.rec")
         assert merged.ok and merged.records == 2 * len(load_index(idx)), merged.problems
+
+
+# ---- .lst files and image folders -------------------------------------------
+
+_IMAGES = {
+    "a.jpg": lambda: _image("JPEG", 5),
+    "b.png": lambda: _image("PNG", 6),
+    "png-named.jpg": lambda: _image("PNG", 7),
+    "cut.jpg": lambda: _image("JPEG", 8)[:60],
+    "empty.jpg": lambda: b"",
+    "text.jpg": lambda: b"not an image at all",
+    "sub dir/\u00e9t\u00e9 \u2028x.jpg": lambda: _image("JPEG", 9),
+}
+
+
+@pytest.fixture(scope="module")
+def image_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lst") / "images"
+    for name, make in _IMAGES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(make())
+    return root
+
+
+_field = st.one_of(
+    st.sampled_from(["0", "1", "-1", "2.5", "1e3", "nan", "inf", "1_0", "0x10", "", " 3 ", "x"]),
+    st.integers(0, 2**70).map(str),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=4),
+)
+_path = st.one_of(
+    st.sampled_from([*_IMAGES, "missing.jpg", "../images/a.jpg", "/etc/hostname", "", " a.jpg"]),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=6),
+)
+
+
+@st.composite
+def lst_texts(draw: st.DrawFn) -> str:
+    lines = []
+    for i in range(draw(st.integers(0, 6))):
+        if draw(st.integers(0, 9)):  # mostly well-formed lines
+            labels = draw(
+                st.lists(st.sampled_from(["0", "1", "2.5", "-3"]), min_size=1, max_size=3)
+            )
+            fields = [str(draw(st.sampled_from([i, i, i, 0, 2**64 - 1]))), *labels, draw(_path)]
+        else:
+            fields = draw(st.lists(st.one_of(_field, _path), max_size=5))
+        sep = draw(st.sampled_from(["\t"] * 6 + [" \t ", "  "]))
+        lines.append(sep.join(fields) + draw(st.sampled_from(["\n"] * 4 + ["\r\n", "\t\n"])))
+    if lines and draw(st.booleans()):
+        lines[-1] = lines[-1].rstrip("\r\n")  # no newline at the end of the file
+    return "".join(lines)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(text=lst_texts(), options=st.sampled_from([["--pass-through"], ["--resize", "8"]]))
+def test_any_lst_packs_or_fails_clearly(
+    image_root: Path, tmp_path: Path, text: str, options: list[str]
+) -> None:
+    work = tmp_path / "case"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    lst = work / "d.lst"
+    lst.write_text(text, encoding="utf-8", newline="")
+    args = ["pack", str(lst), "--root", str(image_root), "--num-workers", "1", "-q", *options]
+    result = CliRunner().invoke(cli, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code in (0, 1, 2), result.output
+    event(f"exit {result.exit_code}")
+    if result.exit_code:
+        assert "Error: " in result.output and not (work / "d.rec").exists()
+        return
+    # pass-through stores bytes undecoded (as im2rec.py): only re-encoded records must decode
+    report = verify(work / "d.rec", decode=options != ["--pass-through"])
+    assert report.ok, report.problems
+    manifest = json.loads((work / "d.pack.json").read_text())
+    assert manifest["records"] == report.records

@@ -253,6 +253,37 @@ def test_hostile_members_refuse_the_archive(
     assert not list(tmp_path.rglob("escape.JPEG")) and not list(tmp_path.rglob("evil.tar"))
 
 
+def _zero_header(tar: bytes, name: str) -> bytes:
+    """``tar`` with the header block of member ``name`` zeroed: what tar reads
+    as its end-of-archive block."""
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        offset = t.getmember(name).offset
+    return tar[:offset] + bytes(512) + tar[offset + 512 :]
+
+
+@pytest.mark.parametrize("where", ["val", "outer", "inner"])
+def test_a_zeroed_header_is_damage_not_the_end(
+    fake: FakeImagenet, tmp_path: Path, where: str
+) -> None:
+    """Tar stops at a zeroed header block as if the archive ended there, and
+    the members after it would be lost without a word: refused instead."""
+    if where == "val":
+        val = fake.download / "ILSVRC2012_img_val.tar"
+        val.write_bytes(_zero_header(val.read_bytes(), val_name(3)))
+    else:
+        outer = [(f"{w}.tar", tar_bytes(train_files(w))) for w in WNIDS]
+        if where == "inner":
+            name, inner = outer[1]
+            outer[1] = (name, _zero_header(inner, train_files(WNIDS[1])[1][0]))
+        data = tar_bytes(outer)
+        if where == "outer":
+            data = _zero_header(data, f"{WNIDS[2]}.tar")
+        (fake.download / "ILSVRC2012_img_train.tar").write_bytes(data)
+    with pytest.raises(DatasetError, match=r"the archive ends at byte [\d,]+ of [\d,]+, yet data"):
+        prepare_imagenet(options(fake, tmp_path / "t"))
+    assert not (tmp_path / "t").exists()
+
+
 def test_a_hostile_pickle_is_refused_and_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
 

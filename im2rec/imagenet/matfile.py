@@ -20,6 +20,9 @@ from ..errors import DatasetError
 __all__ = ["read_mat"]
 
 MI_MATRIX, MI_COMPRESSED = 14, 15
+#: The devkit's meta.mat is about 2 MB unpacked; a compressed element that
+#: inflates past this is damage or a zip bomb, not a devkit.
+MAX_INFLATED = 256 << 20
 _NUMERIC = {
     1: "i1",
     2: "u1",
@@ -60,7 +63,11 @@ class _Reader:
 
     def value(self, kind: int, payload: bytes) -> tuple[str, Any]:
         if kind == MI_COMPRESSED:
-            inner = _Reader(zlib.decompress(payload), self.order, self.name)
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(payload, MAX_INFLATED)
+            if inflate.unconsumed_tail:
+                raise self.fail(f"a compressed element inflates past {MAX_INFLATED >> 20} MiB")
+            inner = _Reader(raw, self.order, self.name)
             kind, payload, _ = inner.element(0)
             return inner.value(kind, payload)
         if kind != MI_MATRIX:
@@ -122,8 +129,13 @@ def read_mat(data: bytes, name: str) -> dict[str, Any]:
     reader = _Reader(data, "<" if marker == b"IM" else ">", name)
     out: dict[str, Any] = {}
     pos = 128
-    while pos < len(data):
-        kind, payload, pos = reader.element(pos)
-        var, value = reader.value(kind, payload)
-        out[var] = value
+    try:
+        while pos < len(data):
+            kind, payload, pos = reader.element(pos)
+            var, value = reader.value(kind, payload)
+            out[var] = value
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, RecursionError) as exc:
+        # Sizes, types and names inside a damaged file point anywhere; each
+        # way that shows up in the parse is the same news for the user.
+        raise reader.fail(f"damaged: {type(exc).__name__}: {exc}") from None
     return out

@@ -76,9 +76,34 @@ def list_members(path: Path) -> list[Member]:
                 name = safe_name(member, path.name)
                 if name is not None:
                     out.append(Member(name, member.offset_data, member.size))
+            end = tar.offset
     except tarfile.TarError as exc:
         raise DatasetError(f"{path}: not a readable tar file ({exc})") from None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _check_zero_tail(fd, 0, end, os.fstat(fd).st_size, str(path))
+    finally:
+        os.close(fd)
     return out
+
+
+def _check_zero_tail(fd: int, base: int, end: int, size: int, where: str) -> None:
+    """Raise unless the bytes from ``end`` (where tar saw its end-of-archive
+    block) to ``size`` are zeros, as tar's end blocks and padding are. A
+    zeroed header block looks like the end of the archive to tar, which
+    would then silently drop every member after it."""
+    pos = end
+    while pos < size:
+        block = os.pread(fd, min(1 << 20, size - pos), base + pos)
+        if not block:
+            return
+        if block.count(0) != len(block):
+            raise DatasetError(
+                f"{where}: the archive ends at byte {end:,} of {size:,}, yet data follows "
+                "(a damaged header): the members after it would be lost; check the download "
+                "with --checksum"
+            )
+        pos += len(block)
 
 
 def sniff(data: bytes) -> str | None:
@@ -228,6 +253,7 @@ def _extract_class(
                 data = _place(f.read(), f"train/{wnid}/{name}", fix_odd, on_odd)
                 _write(part / name, data)
                 on_bytes(info.size + 512)
+            _check_zero_tail(fd, member.offset, inner.offset, member.size, inner_name)
     except tarfile.TarError as exc:
         raise DatasetError(f"{inner_name}: damaged tar ({exc}); check it with --checksum") from None
     os.replace(part, dest / wnid)

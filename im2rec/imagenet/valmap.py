@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError
-from .matfile import read_mat
+from .matfile import MAX_INFLATED, read_mat
 
 __all__ = ["BUNDLED", "ValMap", "bundled_val_map", "load_devkit", "load_val_map"]
 
@@ -152,7 +152,7 @@ def load_val_map(path: Path) -> ValMap:
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise DatasetError(f"{path}: a damaged gzip file ({exc})") from None
     if data[:1] in (b"(", b"\x80", b"]"):
         return _from_pickle(data, str(path))
@@ -181,17 +181,22 @@ def load_devkit(path: Path) -> ValMap:
             truth = _member(tar, DEVKIT_TRUTH, path)
     except FileNotFoundError:
         raise DatasetError(f"{path}: devkit not found") from None
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:  # tar or gzip damage
         raise DatasetError(f"{path}: not a readable devkit archive ({exc})") from None
     synsets = read_mat(meta, f"{path}:{DEVKIT_META}").get("synsets")
     if not isinstance(synsets, list):
         raise DatasetError(f"{path}: meta.mat has no `synsets` struct array")
-    leaves = {
-        int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["num_children"]) == 0
-    }
+    try:
+        leaves = {
+            int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets if int(s["num_children"]) == 0
+        }
+        ids = [int(v) for v in truth.decode("ascii").split()]
+    except (KeyError, TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise DatasetError(
+            f"{path}: meta.mat's synsets or the ground truth are not the devkit's ({exc})"
+        ) from None
     if len(set(leaves.values())) != len(leaves):
         raise DatasetError(f"{path}: meta.mat names a WNID twice among its leaf synsets")
-    ids = [int(v) for v in truth.decode("ascii").split()]
     unknown = sorted(set(ids) - leaves.keys())
     if unknown:
         raise DatasetError(
@@ -203,9 +208,12 @@ def load_devkit(path: Path) -> ValMap:
 
 def _member(tar: tarfile.TarFile, name: str, path: Path) -> bytes:
     try:
-        f = tar.extractfile(name)
+        info = tar.getmember(name)
+        f = tar.extractfile(info)
     except KeyError:
         f = None
     if f is None:
         raise DatasetError(f"{path}: {name} is missing; is this ILSVRC2012_devkit_t12.tar.gz?")
+    if info.size > MAX_INFLATED:  # the real members are 2 MB and 300 KB
+        raise DatasetError(f"{path}: {name} is {info.size:,} bytes; this is not the devkit")
     return f.read()
