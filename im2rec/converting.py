@@ -24,7 +24,7 @@ from .errors import (
     MissingFileError,
     RecordFormatError,
 )
-from .inspection import Damage, walk_records
+from .inspection import Damage, header_at, walk_records
 from .recordio import RecordReader, load_index, read_record, unpack
 from .recordio.index import format_index_line
 
@@ -89,42 +89,73 @@ def unpack_rec(
     force: bool = False,
 ) -> UnpackResult:
     """Write each record's payload to ``OUT/FOLDER/ID.EXT`` (FOLDER: the class
-    map's folder for the label, else the label) and ``OUT.lst`` beside OUT,
-    whose lines re-pack to the same records in the same order."""
+    map's folder for a whole-number label, else the label; ``multi-label``
+    for records with several) and ``OUT.lst`` beside OUT, whose lines
+    re-pack to the same records in the same order.
+
+    Every record header is read before anything is written, so a damaged
+    file, or a record that ``pack()`` did not write, fails with nothing on
+    disk. A new OUT is filled as ``OUT.partial`` and renamed when complete;
+    with ``force`` an existing folder is written into in place."""
     out_dir = Path(out)
     if out_dir.exists() and any(out_dir.iterdir()) and not force:
         raise DatasetError(f"{out_dir}: exists and is not empty; pass --force to write into it")
     reader = RecordReader(rec)
     buf, _ = reader.mapping()
+    records = [item for item in walk_records(reader) if not isinstance(item, Damage)]
+    for head, nxt in records:
+        _header(buf, head, nxt, reader.name)
+    in_place = out_dir.exists()
+    work = out_dir if in_place else out_dir.with_name(out_dir.name + ".partial")
+    if not in_place:
+        shutil.rmtree(work, ignore_errors=True)  # left by an interrupted run
+        work.mkdir(parents=True)
     result = UnpackResult(out_dir, out_dir.with_name(out_dir.name + ".lst"))
     lines: list[str] = []
     used: set[int] = set()
-    for item in walk_records(reader):
-        if isinstance(item, Damage):  # not raised without recover; keeps mypy exact
-            continue
-        head, nxt = item
+    free = 0  # ids below this are all used: duplicates take the next free one
+    for head, nxt in records:
         header, payload = unpack(read_record(buf, head, nxt, reader.name)[0])
         labels = header.label.tolist() if header.flag else [header.label]
-        key = header.id if header.id not in used else max(used) + 1
+        key = header.id
+        if key in used:
+            while free in used:
+                free += 1
+            key = free
         used.add(key)
         ext = _extension(payload)
-        if header.flag == 0 and float(header.label).is_integer():
+        if header.flag:
+            folder = "multi-label"
+        elif float(header.label).is_integer():
             folder = (classes or {}).get(int(header.label), f"{int(header.label)}")
         else:
-            folder = "multi-label"
-        target = out_dir / folder / f"{key}{ext or '.bin'}"
+            folder = _label_text(header.label)
+        target = work / folder / f"{key}{ext or '.bin'}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(payload)
         if ext is None:
             result.other += 1
-            result.skipped.append(str(target))
+            result.skipped.append(str(out_dir / folder / target.name))
             continue
         result.images += 1
         fields = [str(key), *map(_label_text, labels), f"{folder}/{target.name}"]
         lines.append("\t".join(fields) + "\n")
+    if not in_place:
+        os.replace(work, out_dir)
     with AtomicGroup() as group:
         group.write_text(result.lst, "".join(lines))
     return result
+
+
+def _header(buf: Any, head: int, nxt: int, name: str) -> Any:
+    try:
+        return header_at(buf, head, nxt, name)
+    except RecordFormatError as exc:
+        why = str(exc).removeprefix(f"{name}: ")
+        raise RecordFormatError(
+            f"{name}: the record at byte {head:,} has no image-record header ({why}); "
+            "nothing was written"
+        ) from None
 
 
 def merge_recs(

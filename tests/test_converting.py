@@ -11,7 +11,7 @@ from PIL import Image
 
 from im2rec.cli import main
 from im2rec.converting import merge_recs, unpack_rec
-from im2rec.errors import DatasetError, DuplicateKeyError
+from im2rec.errors import DatasetError, DuplicateKeyError, RecordFormatError
 from im2rec.listing import ListOptions, make_lists
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordWriter, pack
@@ -67,6 +67,33 @@ def test_unpack_refuses_a_non_empty_folder(dataset: Path) -> None:
     with pytest.raises(DatasetError, match="busy: exists and is not empty; pass --force"):
         unpack_rec(dataset / "d.rec", dataset / "busy")
     assert unpack_rec(dataset / "d.rec", dataset / "busy", force=True).images == 15
+
+
+def test_unpack_reads_every_header_before_writing(dataset: Path) -> None:
+    """A record that pack() did not write (here at the end) fails the run
+    before any file exists: no OUT, no OUT.partial, no OUT.lst."""
+    jpeg = (dataset / "imgs" / "cats" / "1.jpg").read_bytes()
+    with IndexedRecordWriter(dataset / "odd.rec") as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), jpeg))
+        w.write_key(1, b"raw")
+    with pytest.raises(RecordFormatError, match=r"odd.rec: the record at byte [\d,]+ has no"):
+        unpack_rec(dataset / "odd.rec", dataset / "odd")
+    assert sorted(p.name for p in dataset.glob("odd*")) == ["odd.idx", "odd.rec"]
+
+
+def test_unpack_folders_and_duplicate_ids(dataset: Path) -> None:
+    """A single label that is not a whole number names its folder as written
+    in the list; a repeated header id takes the smallest unused id."""
+    jpeg = (dataset / "imgs" / "cats" / "1.jpg").read_bytes()
+    with IndexedRecordWriter(dataset / "dup.rec") as w:
+        for key, (label, id_) in enumerate([(2.5, 0), (1.0, 0), (1.0, 3), (1.0, 0)]):
+            w.write_key(key, pack((0, label, id_, 0), jpeg))
+    result = unpack_rec(dataset / "dup.rec", dataset / "dup")
+    assert result.lst.read_text().splitlines() == [
+        "0\t2.5\t2.5/0.jpg", "1\t1.000000\t1/1.jpg", "3\t1.000000\t1/3.jpg",
+        "2\t1.000000\t1/2.jpg",
+    ]  # fmt: skip
+    assert not (dataset / "dup.partial").exists()
 
 
 def test_show_draws_the_grid(dataset: Path) -> None:
