@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 import PIL
+import PIL.Image
+import pytest
 from click.testing import CliRunner
 
 from im2rec import __version__
@@ -55,6 +58,42 @@ def test_library_errors_become_one_line() -> None:
     result = CliRunner().invoke(_command(MissingFileError("x.rec: record file not found")))
     assert result.exit_code == 1
     assert result.output == "Error: x.rec: record file not found\n"
+
+
+@pytest.mark.parametrize(
+    ("exc", "line"),
+    [
+        (
+            FileNotFoundError(errno.ENOENT, "No such file or directory", "no/such/.x.idx.42.tmp"),
+            "Error: no/such/x.idx: the folder no/such does not exist; create it first\n",
+        ),
+        (
+            PermissionError(errno.EACCES, "Permission denied", "ro/out.png"),
+            "Error: ro/out.png: Permission denied; check its permissions\n",
+        ),
+        (OSError(errno.ENOSPC, "No space left on device"), "Error: No space left on device\n"),
+    ],
+)
+def test_file_system_errors_become_one_line(exc: OSError, line: str) -> None:
+    result = CliRunner().invoke(_command(exc))
+    assert result.exit_code == 1 and result.output == line
+
+
+def test_an_output_folder_that_does_not_exist(tmp_path: Path) -> None:
+    import io
+
+    from im2rec.recordio import IndexedRecordWriter, pack
+
+    jpeg = io.BytesIO()
+    PIL.Image.new("RGB", (8, 8)).save(jpeg, "JPEG")
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), jpeg.getvalue()))
+    for command in ("index", "show"):
+        target = tmp_path / "missing" / "out"
+        result = CliRunner().invoke(main, [command, str(tmp_path / "d.rec"), "-o", str(target)])
+        assert result.exit_code == 1, result.output
+        assert isinstance(result.exception, SystemExit)  # handled: no traceback
+        assert f"the folder {tmp_path / 'missing'} does not exist" in result.output
 
 
 def test_ctrl_c_exits_130() -> None:

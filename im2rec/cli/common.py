@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -79,6 +81,27 @@ def handle_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         click.echo("Interrupted; partial outputs were removed.", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as exc:  # the file system said no: a folder missing, no permission, ...
+        raise click.ClickException(os_error_text(exc)) from exc
+
+
+_TEMP_NAME = re.compile(r"^\.(.+)\.\d+\.tmp$")  # atomic writes' ".NAME.PID.tmp"
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line for an ``OSError``, naming the file the user asked for (not
+    the temporary one an atomic write goes through) and what to do."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    path = os.fsdecode(exc.filename)
+    head, tail = os.path.split(path)
+    temp = _TEMP_NAME.match(tail)
+    if temp:
+        path = os.path.join(head, temp.group(1))
+    if exc.errno == errno.ENOENT and head and not os.path.isdir(head):
+        return f"{path}: the folder {head} does not exist; create it first"
+    hint = {errno.EACCES: "; check its permissions", errno.ENOSPC: "; free some space"}
+    return f"{path}: {exc.strerror}{hint.get(exc.errno or 0, '')}"
 
 
 @contextmanager
