@@ -98,11 +98,20 @@ class Augmenter:
         if not 0 < self.ratio[0] <= self.ratio[1]:
             raise ConfigError(f"the aspect ratio range must satisfy 0 < min <= max: {self.ratio}")
         channels = shape[0]
-        mean = np.asarray(self.mean, np.float64)[:channels]
-        std = np.asarray(self.std, np.float64)[:channels]
+        try:
+            mean = np.asarray(self.mean, np.float64)[:channels]
+            std = np.asarray(self.std, np.float64)[:channels]
+            scale = float(self.scale)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"mean, std and scale must be numbers: {exc}") from None
         if len(mean) < channels or len(std) < channels or np.any(std == 0):
             raise ConfigError(f"need a mean and a non-zero std for each of {channels} channels")
-        k = self.scale / std
+        if not (np.isfinite(mean).all() and np.isfinite(std).all() and np.isfinite(scale)):
+            raise ConfigError(
+                f"mean, std and scale must be finite, not mean={mean.tolist()}, "
+                f"std={std.tolist()}, scale={scale}"
+            )
+        k = scale / std
         object.__setattr__(self, "_k", k.astype(np.float32)[:, None, None])
         object.__setattr__(self, "_mk", (mean * k).astype(np.float32)[:, None, None])
         object.__setattr__(self, "_mean_int", np.round(mean).astype(np.int16)[:, None, None])

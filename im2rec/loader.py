@@ -66,11 +66,17 @@ class RecordDataset:
         min_size: tuple[int, int] | None = None,
         on_corrupt: Literal["raise", "skip"] = "raise",
     ):
+        if layout not in ("auto", "plain", "insightface"):
+            raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
-        if min_size is not None and (len(min_size) != 2 or min(min_size) < 1):
+        if min_size is not None and not (
+            isinstance(min_size, tuple | list)
+            and len(min_size) == 2
+            and all(isinstance(v, int | np.integer) and v >= 1 for v in min_size)
+        ):
             raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
         self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
         self.reader = IndexedRecordReader(rec, idx, missing_index=missing_index)

@@ -128,6 +128,21 @@ def test_on_corrupt_skip_returns_the_next_record_that_decodes(tmp_path: Path, ou
         assert ds[-1][1] == 0.0  # the last record, which is skipped
 
 
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"layout": "mxface"}, "layout must be"),
+        ({"min_size": "ab"}, "min_size must be"),
+        ({"min_size": (1.5, 2)}, "min_size must be"),
+        ({"min_size": (0, 4)}, "min_size must be"),
+        ({"output": "tensor"}, "output must be"),
+    ],
+)
+def test_bad_arguments(plain: Path, kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RecordDataset(plain, **kw)
+
+
 def test_on_corrupt_skip_with_nothing_decodable(tmp_path: Path) -> None:
     with IndexedRecordWriter(tmp_path / "all-bad.rec") as w:
         for key in range(3):

@@ -135,6 +135,13 @@ def test_directory_instead_of_rec(tmp_path: Path) -> None:
         RecordReader(tmp_path)
 
 
+def test_an_idx_path_given_is_never_scanned_around(rec: Path, tmp_path: Path) -> None:
+    with pytest.raises(MissingFileError, match=r"typo.idx: index not found .*check the path"):
+        IndexedRecordReader(rec, tmp_path / "typo.idx", missing_index="scan")
+    with pytest.raises(ValueError, match="missing_index must be 'error' or 'scan'"):
+        IndexedRecordReader(rec, missing_index="build")  # type: ignore[arg-type]
+
+
 def test_missing_idx_errors_or_scans(rec: Path) -> None:
     rec.with_suffix(".idx").unlink()
     with pytest.raises(MissingFileError, match=r"d.idx: index not found for .*d.rec; rebuild it"):

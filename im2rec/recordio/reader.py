@@ -140,9 +140,11 @@ class IndexedRecordReader(RecordReader):
     """Random access to a ``.rec`` through its ``.idx``.
 
     ``reader[i]`` is the i-th record in index order, ``reader.read_key(k)``
-    the record stored under key ``k``. Without an ``.idx``,
+    the record stored under key ``k``. Without an ``.idx`` beside the file,
     ``missing_index="scan"`` walks the file once to index it in memory
-    (keys 0..N-1); the default raises :class:`MissingFileError`.
+    (keys 0..N-1); the default raises :class:`MissingFileError`, as does an
+    ``idx`` path that was given and does not exist (a typo is not scanned
+    around).
     """
 
     def __init__(
@@ -153,18 +155,24 @@ class IndexedRecordReader(RecordReader):
         key_type: Callable[[str], Any] = int,
         missing_index: Literal["error", "scan"] = "error",
     ):
+        if missing_index not in ("error", "scan"):
+            raise ValueError(f"missing_index must be 'error' or 'scan', not {missing_index!r}")
         super().__init__(rec)
         self.index_path = self.path.with_suffix(".idx") if idx is None else Path(os.fsdecode(idx))
-        if missing_index == "scan" and not self.index_path.exists():
+        if missing_index == "scan" and idx is None and not self.index_path.exists():
             self.index = build_index(self)
         else:
             try:
                 self.index = load_index(self.index_path, key_type)
             except MissingFileError:
+                fix = (
+                    "check the path (without idx, the .idx beside the .rec is used)"
+                    if idx is not None
+                    else "rebuild it (`rec index REC`), or pass missing_index='scan' to index "
+                    "in memory"
+                )
                 raise MissingFileError(
-                    f"{self.index_path}: index not found for {self.name}; rebuild it "
-                    "(build_index(RecordReader(rec)).save(idx)), or pass "
-                    "missing_index='scan' to index in memory"
+                    f"{self.index_path}: index not found for {self.name}; {fix}"
                 ) from None
             self.index.check_within(self._size, self.name)
         self._offsets = self.index.offsets
