@@ -9,10 +9,50 @@ outputs stay as they were.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["AtomicGroup"]
+from .errors import Im2RecError
+
+__all__ = ["AtomicGroup", "BusyError", "exclusive"]
+
+
+class BusyError(Im2RecError):
+    """Another process is working on the same outputs."""
+
+
+@contextmanager
+def exclusive(path: Path, doing: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (an input, opened read-only) for the
+    block: two runs writing the same temporary files would interleave them.
+    Where the file system has no locks, go on without one."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BusyError(
+                f"{path}: another process is {doing} it right now; wait for it to finish "
+                "(or stop it), then run again"
+            ) from None
+        except OSError:  # no locking here (some network file systems)
+            yield
+            return
+        try:
+            yield
+        finally:
+            # Unlock explicitly: worker processes forked meanwhile share this
+            # open file, and closing our copy alone would leave it locked.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 class AtomicGroup:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .atomic import AtomicGroup
+from .atomic import AtomicGroup, exclusive
 from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
 from .executors import LocalExecutor
 from .lstfile import ListItem, find_root, printable, read_lst
@@ -199,8 +199,24 @@ def pack_list(
     resume: bool = False,
     on_progress: Progress | None = None,
 ) -> PackResult:
-    """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc)."""
+    """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc).
+    Raises :class:`~im2rec.atomic.BusyError` while another process packs
+    the same list."""
     files = PartialFiles(Path(lst))
+    if not files.lst.is_file():
+        raise MissingFileError(f"{files.lst}: list file not found")
+    with exclusive(files.lst, "packing"):
+        return _pack_list(files, options, root, executor, resume, on_progress)
+
+
+def _pack_list(
+    files: PartialFiles,
+    options: PackOptions,
+    root: str | os.PathLike[str] | None,
+    executor: LocalExecutor | None,
+    resume: bool,
+    on_progress: Progress | None,
+) -> PackResult:
     items = read_lst(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")

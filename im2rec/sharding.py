@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .atomic import AtomicGroup
-from .errors import ConfigError, DatasetError
+from .atomic import AtomicGroup, exclusive
+from .errors import ConfigError, DatasetError, MissingFileError
 from .executors import LocalExecutor
 from .lstfile import ListItem, item_line, read_lst
 from .packing import PackOptions, pack_list, resolve_root
@@ -316,8 +316,26 @@ def pack_sharded(
     on_progress: Progress | None = None,
 ) -> ShardedResult:
     """Pack ``lst`` into ``shards`` shards with ``runner``; then write
-    ``NAME.shards.json`` and, with ``global_index``, ``NAME.global.idx``."""
+    ``NAME.shards.json`` and, with ``global_index``, ``NAME.global.idx``.
+    Raises :class:`~im2rec.atomic.BusyError` while another process packs
+    the same list."""
     path = Path(lst)
+    if not path.is_file():
+        raise MissingFileError(f"{path}: list file not found")
+    with exclusive(path, "packing"):
+        return _pack_sharded(path, options, shards, runner, root, resume, global_index, on_progress)
+
+
+def _pack_sharded(
+    path: Path,
+    options: PackOptions,
+    shards: int,
+    runner: ShardRunner,
+    root: str | os.PathLike[str] | None,
+    resume: bool,
+    global_index: bool,
+    on_progress: Progress | None,
+) -> ShardedResult:
     items = read_lst(path)
     if not items:
         raise DatasetError(f"{path}: the list has no entries")

@@ -140,6 +140,37 @@ def test_any_worker_count_gives_the_same_bytes(photos: Path, tmp_path: Path) -> 
     assert outputs[0::2] == [outputs[0]] * 3 and outputs[1::2] == [outputs[1]] * 3
 
 
+def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
+    """A second run on the same list would write the same temporary files."""
+    from click.testing import CliRunner
+
+    from im2rec.atomic import BusyError, exclusive
+    from im2rec.cli import main
+
+    with exclusive(photos, "packing"):  # as another process holds it
+        with pytest.raises(BusyError, match="another process is packing it right now"):
+            pack_list(photos, PackOptions(pass_through=True))
+        result = CliRunner().invoke(main, ["pack", str(photos), "--pass-through", "-q"])
+        assert result.exit_code == 1
+        assert "ph.lst: another process is packing it right now; wait" in result.output
+    assert not list(photos.parent.glob("ph.*partial*")) and not photos.with_suffix(".rec").exists()
+
+
+def test_the_lock_is_released_while_forked_workers_live(photos: Path) -> None:
+    """Workers forked during a pack share the locked file; the lock must not
+    outlive the pack (the same pool packs the list again, and so may others)."""
+    import fcntl
+
+    with LocalExecutor(2) as executor:
+        pack_list(photos, PackOptions(resize=24), executor=executor)
+        pack_list(photos, PackOptions(resize=24), executor=executor, resume=True)
+        fd = os.open(photos, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
+        finally:
+            os.close(fd)
+
+
 def test_manifest(photos: Path) -> None:
     import hashlib
 
