@@ -229,7 +229,12 @@ def _pack_list(
     # A partial output is newer than any finished one: it wins.
     if resume and not files.state.exists() and finished(files, state):
         return _result_from_manifest(files, items)
-    start, keys, failures = recover(files, items, state) if resume else (0, [], Counter())
+    encoder = Encoder(options, str(root_dir))
+    start, keys, failures = (
+        recover(files, items, state, same=lambda item, record: _packs_to(encoder, item, record))
+        if resume
+        else (0, [], Counter())
+    )
     if not start:
         start_fresh(files, state)
     result = PackResult(
@@ -245,11 +250,17 @@ def _pack_list(
         from . import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
     t0 = time.perf_counter()
     with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
-        _write_records(items, start, Encoder(options, str(root_dir)), executor or LocalExecutor(1),
+        _write_records(items, start, encoder, executor or LocalExecutor(1),
                        writer, report, result, on_progress)  # fmt: skip
     result.seconds = time.perf_counter() - t0
     _finish(files, writer, result, state)
     return result
+
+
+def _packs_to(encoder: Encoder, item: ListItem, record: bytes) -> bool:
+    """Whether ``record`` is byte for byte what ``item`` packs to now."""
+    made = encoder(item)
+    return not isinstance(made, Failure) and made[0] + made[1] == record
 
 
 def resolve_root(lst: Path, root: str | os.PathLike[str] | None) -> Path:

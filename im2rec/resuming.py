@@ -5,7 +5,10 @@
 data); ``NAME.failures.tsv.partial`` gets one line per failed image as it
 happens; ``NAME.rec.partial.json`` records the list's SHA-256, the root and
 the options. :func:`recover` cuts the files back to the last record that is
-complete and indexed, checks its header id, and returns where to continue.
+complete and indexed, checks its header id and, by making it again from its
+image, its bytes (a power loss can leave a file's tail zeroed rather than
+cut: the header then reads fine over a payload of zeros), and returns where
+to continue.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import mmap
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from typing import Any
 from .atomic import AtomicGroup
 from .errors import DatasetError, Im2RecError
 from .lstfile import ListItem
-from .recordio import read_record, unpack
+from .recordio import frame, read_record, unpack
 
 __all__ = ["REPORT_HEADER", "PartialFiles", "finished", "recover", "sha256_file", "start_fresh"]
 
@@ -81,11 +85,21 @@ def finished(files: PartialFiles, state: dict[str, Any]) -> bool:
         return False
 
 
+#: ``same(item, record)``: whether ``record`` is what packing ``item`` gives.
+SameRecord = Callable[[ListItem, bytes], bool]
+
+
 def recover(
-    files: PartialFiles, items: list[ListItem], state: dict[str, Any]
+    files: PartialFiles,
+    items: list[ListItem],
+    state: dict[str, Any],
+    same: SameRecord | None = None,
 ) -> tuple[int, list[int], Counter[str]]:
     """Cut the partial output back to its last whole record; return the list
-    position to continue from, the keys written, and the failures so far."""
+    position to continue from, the keys written, and the failures so far.
+    With ``same``, the last record kept must also be byte for byte what its
+    image packs to (earlier ones were written before it, so a torn tail
+    cannot reach them)."""
     try:
         saved = json.loads(files.state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -113,7 +127,13 @@ def recover(
             key, offset, _ = entries[keep - 1]
             with contextlib.suppress(Im2RecError):
                 record, rec_end = read_record(buf, offset, size, str(files.rec_tmp))
-                if key in position_of and unpack(record)[0].id == key:
+                if (
+                    key in position_of
+                    and unpack(record)[0].id == key
+                    # the frame as written: zero padding, the same split
+                    and buf[offset:rec_end] == frame(record)
+                    and (same is None or same(items[position_of[key]], bytes(record)))
+                ):
                     break
         else:
             keep = 0
@@ -144,13 +164,17 @@ def _cut_report(report: Path, first_line_to_redo: int | None) -> Counter[str]:
     will be tried again)."""
     failures: Counter[str] = Counter()
     try:
-        lines = report.read_text(encoding="utf-8").splitlines(keepends=True)
+        raw = report.read_bytes().split(b"\n")
     except OSError:
-        lines = []
+        raw = []
     kept = [REPORT_HEADER]
-    for line in lines[1:]:
+    for i in range(1, len(raw) - 1):  # the piece after the last newline is no whole line
+        try:
+            line = raw[i].decode("utf-8") + "\n"
+        except UnicodeDecodeError:  # a torn write: keep what came before
+            break
         fields = line.rstrip("\n").split("\t")
-        if len(fields) != 5 or not line.endswith("\n") or not fields[0].isdigit():
+        if len(fields) != 5 or not (fields[0].isascii() and fields[0].isdigit()):
             break
         if first_line_to_redo is not None and int(fields[0]) >= first_line_to_redo:
             break

@@ -258,3 +258,82 @@ def test_any_lst_packs_or_fails_clearly(
     assert report.ok, report.problems
     manifest = json.loads((work / "d.pack.json").read_text())
     assert manifest["records"] == report.records
+
+
+# ---- an interrupted pack, its partial files damaged as a power loss would ---
+
+
+@pytest.fixture(scope="module")
+def packing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A list of 30 photos (some missing, so the failure report has lines);
+    what an uninterrupted run makes of it is kept as ref.rec and ref.idx."""
+    from im2rec.packing import PackOptions, pack_list
+
+    from .conftest import photo_folder, write_lst
+
+    folder = tmp_path_factory.mktemp("packing")
+    names = photo_folder(folder / "ph", 30, lambda i: (20 + i, 16 + i % 7), "p{i:02d}.jpg")
+    names[7] = names[19] = "gone.jpg"
+    lst = write_lst(folder / "ph.lst", names)
+    result = pack_list(lst, PackOptions(pass_through=True))
+    result.rec.rename(folder / "ref.rec")
+    result.idx.rename(folder / "ref.idx")
+    return lst
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    stop=st.integers(1, 29),
+    name=st.sampled_from(
+        ["ph.rec.partial", "ph.idx.partial", "ph.failures.tsv.partial", "ph.rec.partial.json"]
+    ),
+    how=st.sampled_from(["cut", "zero tail", "garbage"]),
+    where=st.floats(0, 1),  # a fraction of the file, so no draw depends on it
+    garbage=st.binary(min_size=1, max_size=64),
+)
+def test_resume_after_any_torn_write_gives_the_same_bytes(
+    packing: Path,
+    stop: int,
+    name: str,
+    how: str,
+    where: float,
+    garbage: bytes,
+) -> None:
+    """Power loss leaves a partial file cut short, its tail zeroed, or
+    garbage after its end; the state file may be torn too. --resume must
+    still end in the bytes of an uninterrupted run, or refuse clearly."""
+    from im2rec.packing import PackInterrupted, PackOptions, pack_list
+
+    lst = packing
+    reference = ((lst.parent / "ref.rec").read_bytes(), (lst.parent / "ref.idx").read_bytes())
+    for stale in lst.parent.glob("ph.*"):
+        if stale.suffix != ".lst":
+            stale.unlink()
+    options = PackOptions(pass_through=True)
+
+    def interrupt(done: int, _total: int, _bytes: int) -> None:
+        if done == stop:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PackInterrupted):
+        pack_list(lst, options, on_progress=interrupt)
+    path = lst.parent / name
+    content = path.read_bytes()
+    cut = int(where * len(content))
+    if how == "cut":
+        content = content[:cut]
+    elif how == "zero tail":
+        content = content[:cut] + bytes(len(content) - cut)
+    else:
+        content = content[:cut] + garbage
+    path.write_bytes(content)
+    try:
+        pack_list(lst, options, resume=True)
+    except Im2RecError:
+        assert not lst.with_suffix(".rec").exists()  # a clear refusal, nothing that looks done
+        return
+    assert (lst.with_suffix(".rec").read_bytes(), lst.with_suffix(".idx").read_bytes()) == reference
