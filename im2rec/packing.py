@@ -227,14 +227,14 @@ def _pack_list(
         "root": str(root_dir.resolve()),
     }
     # A partial output is newer than any finished one: it wins.
-    if resume and not files.state.exists() and finished(files, state):
-        return _result_from_manifest(files, items)
     encoder = Encoder(options, str(root_dir))
-    start, keys, failures = (
-        recover(files, items, state, same=lambda item, record: _packs_to(encoder, item, record))
-        if resume
-        else (0, [], Counter())
-    )
+
+    def same(item: ListItem, record: bytes) -> bool:
+        return _packs_to(encoder, item, record)
+
+    if resume and not files.state.exists() and finished(files, state, items, same):
+        return _result_from_manifest(files, items)
+    start, keys, failures = recover(files, items, state, same) if resume else (0, [], Counter())
     if not start:
         start_fresh(files, state)
     result = PackResult(

@@ -69,24 +69,55 @@ def start_fresh(files: PartialFiles, state: dict[str, Any]) -> None:
         group.write_text(files.state, json.dumps(state, indent=1) + "\n")
 
 
-def finished(files: PartialFiles, state: dict[str, Any]) -> bool:
+#: ``same(item, record)``: whether ``record`` is what packing ``item`` gives.
+SameRecord = Callable[[ListItem, bytes], bool]
+
+
+def finished(
+    files: PartialFiles,
+    state: dict[str, Any],
+    items: list[ListItem] | None = None,
+    same: SameRecord | None = None,
+) -> bool:
     """The final output exists and its manifest says it was made from this
-    very list, root and options, with the sizes it has now."""
+    very list, root and options, with the sizes it has now; with ``same``,
+    its last record is also what its image packs to (outputs are not synced
+    to disk, and a power loss can zero a file's tail without changing its
+    size)."""
     try:
         manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
-        return bool(
+        if not (
             manifest["list"]["sha256"] == state["list_sha256"]
             and manifest["options"] == state["options"]
             and manifest["root"] == state["root"]
             and manifest["rec"]["bytes"] == files.rec.stat().st_size
             and manifest["idx"]["bytes"] == files.idx.stat().st_size
-        )
+        ):
+            return False
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    if same is None or items is None:
+        return True
+    entries = _complete_index_lines(files.idx.read_bytes())
+    if not entries:
+        return files.rec.stat().st_size == 0
+    key, offset, _ = entries[-1]
+    return _last_record_is_whole(files.rec, key, offset, items, same)
 
 
-#: ``same(item, record)``: whether ``record`` is what packing ``item`` gives.
-SameRecord = Callable[[ListItem, bytes], bool]
+def _last_record_is_whole(
+    rec: Path, key: int, offset: int, items: list[ListItem], same: SameRecord
+) -> bool:
+    item = next((i for i in reversed(items) if i.key == key), None)
+    size = rec.stat().st_size
+    if item is None or not size:
+        return False
+    with open(rec, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        try:
+            record, end = read_record(buf, offset, size, str(rec))
+        except Im2RecError:
+            return False
+        return end == size and buf[offset:end] == frame(record) and same(item, bytes(record))
 
 
 def recover(

@@ -246,6 +246,19 @@ def test_resume_of_a_finished_pack_does_nothing(photos: Path) -> None:
     assert again.already_done and again.records == 120
 
 
+def test_resume_does_not_trust_a_finished_output_with_a_zeroed_tail(photos: Path) -> None:
+    """Outputs are not synced to disk: after a power loss a finished .rec can
+    keep its size with its tail zeroed. --resume must not call it done."""
+    options = PackOptions(pass_through=True)
+    pack_list(photos, options)
+    reference = outputs(photos)
+    rec = photos.with_suffix(".rec")
+    data = rec.read_bytes()
+    rec.write_bytes(data[:-100] + bytes(100))
+    again = pack_list(photos, options, resume=True)
+    assert not again.already_done and outputs(photos) == reference
+
+
 def test_resume_with_other_options_is_refused(photos: Path) -> None:
     with pytest.raises(PackInterrupted):
         pack_list(photos, PackOptions(resize=24), on_progress=interrupt_after(30))
