@@ -272,8 +272,9 @@ def extract_val(
 ) -> None:
     """The flat val tar (``members``, from :func:`list_members`, every one
     named in ``classes``) into ``dest/<wnid>/<fname>``, each file's class
-    looked up by name (the tar's order is not the names' order). A file
-    already there with the member's size (an interrupted run) is kept."""
+    looked up by name (the tar's order is not the names' order). Files
+    already there (an interrupted run) are written again: after a power
+    loss one can have the right size and zeros inside."""
     for folder in sorted(set(classes.values())):
         (dest / folder).mkdir(parents=True, exist_ok=True)
     fd = os.open(tar_path, os.O_RDONLY)
@@ -283,9 +284,8 @@ def extract_val(
             for member in part:
                 wnid = classes[member.name]
                 target = dest / wnid / member.name
-                if fix_odd or not (target.is_file() and target.stat().st_size == member.size):
-                    raw = os.pread(fd, member.size, member.offset)
-                    _write(target, _place(raw, f"val/{wnid}/{member.name}", fix_odd, on_odd))
+                raw = os.pread(fd, member.size, member.offset)
+                _write(target, _place(raw, f"val/{wnid}/{member.name}", fix_odd, on_odd))
                 on_bytes(member.size + 512)
 
         return run
