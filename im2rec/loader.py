@@ -40,8 +40,8 @@ class RecordDataset:
     or a float32 array for multi-label records (``flag > 0``). ``transform``
     and ``target_transform`` are applied to the image and label (pass
     picklable callables for ``spawn`` workers). Without an ``.idx`` the file
-    is indexed in memory once (keys 0..N-1), with ``missing_index="scan"``,
-    the default; ``"error"`` refuses. ``min_size=(w, h)`` decodes JPEGs at
+    is indexed in memory once (keys 0..N-1; a warning says so), with
+    ``missing_index="scan"``, the default; ``"error"`` refuses. ``min_size=(w, h)`` decodes JPEGs at
     the smallest DCT scale (1/2, 1/4, 1/8) that keeps both sides at least
     that size: for training below half the stored resolution.
 
@@ -80,6 +80,13 @@ class RecordDataset:
             raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
         self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
         self.reader = IndexedRecordReader(rec, idx, missing_index=missing_index)
+        if not self.reader.index_path.exists():
+            warnings.warn(
+                f"{self.reader.name}: no .idx beside it, so its {len(self.reader):,} records "
+                f"were indexed in memory (keys 0..N-1); `rec index {self.reader.name}` "
+                "writes one and skips this walk next time",
+                stacklevel=2,
+            )
         self.output = output
         self.transform = transform
         self.target_transform = target_transform
