@@ -21,6 +21,7 @@ import dataclasses
 import errno
 import json
 import os
+import stat
 import time
 import warnings
 from collections import Counter
@@ -110,12 +111,13 @@ class Encoder:
         labels = item.labels
         label: Any = list(labels) if self.options.pack_label and len(labels) > 1 else labels[0]
         try:
-            with open(os.path.join(self.root, item.path), "rb") as f:
-                data = f.read()
+            data = _read_file(os.path.join(self.root, item.path))
         except FileNotFoundError:
             return Failure("missing", "no such file")
         except OSError as exc:
             return Failure("unreadable", exc.strerror or str(exc))
+        if isinstance(data, Failure):
+            return data
         if not self.options.pass_through:
             encoded = _reencode(data, self.options)
             if isinstance(encoded, Failure):
@@ -128,6 +130,23 @@ class Encoder:
         if size >= MAX_RECORD_SIZE:
             return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
         return header, data
+
+
+def _read_file(path: str) -> bytes | Failure:
+    """The file's bytes; a FIFO, device or socket (a .lst can name anything)
+    is a failure, not a read that blocks forever or never ends, and a file
+    too large for a record is refused before it is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return Failure("unreadable", "not a regular file (a FIFO, device or socket)")
+        if info.st_size >= MAX_RECORD_SIZE:
+            return Failure("record-too-large", f"{info.st_size:,} bytes; RecordIO stores < 2**29")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:

@@ -140,6 +140,30 @@ def test_any_worker_count_gives_the_same_bytes(photos: Path, tmp_path: Path) -> 
     assert outputs[0::2] == [outputs[0]] * 3 and outputs[1::2] == [outputs[1]] * 3
 
 
+def test_fifos_and_devices_in_a_list_fail_instead_of_hanging(photos: Path) -> None:
+    """A .lst can name anything: a FIFO would block the read forever and
+    /dev/zero never end. Each is a failure of its own; the run goes on."""
+    import subprocess
+    import sys
+
+    root = photos.parent / "ph"
+    os.mkfifo(root / "fifo.jpg")
+    (root / "zero.jpg").symlink_to("/dev/zero")
+    names = ["p000.jpg", "fifo.jpg", "zero.jpg", "p001.jpg"]
+    lst = write_lst(photos.parent / "odd.lst", names)
+    rec = str(Path(sys.executable).with_name("rec"))
+    done = subprocess.run(
+        [rec, "pack", str(lst), "--root", str(root), "--pass-through", "--num-workers", "1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = (photos.parent / "odd.failures.tsv").read_text().splitlines()[1:]
+    assert [line.split("\t")[2:4] for line in report] == [
+        ["fifo.jpg", "unreadable"], ["zero.jpg", "unreadable"]
+    ]  # fmt: skip
+    assert len(IndexedRecordReader(photos.parent / "odd.rec")) == 2
+
+
 def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
     """A second run on the same list would write the same temporary files."""
     from click.testing import CliRunner
