@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
+from .recordio.index import read_regular_file
 
 __all__ = [
     "ListItem",
@@ -45,8 +46,7 @@ def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
     not ``index<TAB>label...<TAB>path`` raises :class:`DatasetError`."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = read_regular_file(name).decode("utf-8")
     except FileNotFoundError:
         raise MissingFileError(f"{name}: list file not found") from None
     except UnicodeDecodeError as exc:

@@ -135,6 +135,30 @@ def test_directory_instead_of_rec(tmp_path: Path) -> None:
         RecordReader(tmp_path)
 
 
+def test_fifos_are_refused_not_waited_on(rec: Path, tmp_path: Path) -> None:
+    """Opening a FIFO for reading waits for a writer: every input refuses one."""
+    import signal
+
+    from im2rec.lstfile import read_lst
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise TimeoutError("a FIFO was opened and waited on")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)  # a regression fails here instead of hanging the suite
+    fifo = tmp_path / "f.rec"
+    os.mkfifo(fifo)
+    with pytest.raises(Im2RecError, match="f.rec: not a regular file"):
+        RecordReader(fifo)
+    os.mkfifo(tmp_path / "f.idx")
+    with pytest.raises(Im2RecError, match="f.idx: not a regular file"):
+        IndexedRecordReader(rec, tmp_path / "f.idx")
+    os.mkfifo(tmp_path / "f.lst")
+    with pytest.raises(Im2RecError, match="f.lst: not a regular file"):
+        read_lst(tmp_path / "f.lst")
+    signal.alarm(0)
+
+
 def test_an_idx_path_given_is_never_scanned_around(rec: Path, tmp_path: Path) -> None:
     with pytest.raises(MissingFileError, match=r"typo.idx: index not found .*check the path"):
         IndexedRecordReader(rec, tmp_path / "typo.idx", missing_index="scan")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,14 +26,20 @@ __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
 def _map(path: Path) -> tuple[mmap.mmap | bytes, int]:
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            # mmap refuses empty files; an empty .rec is valid and holds nothing.
-            return (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""), size
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait
     except FileNotFoundError:
         raise MissingFileError(f"{path}: record file not found") from None
-    except IsADirectoryError:
-        raise Im2RecError(f"{path}: is a directory, not a .rec file") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise Im2RecError(f"{path}: is a directory, not a .rec file")
+        if not stat.S_ISREG(info.st_mode):
+            raise Im2RecError(f"{path}: not a regular file (a FIFO, device or socket)")
+        size = info.st_size
+        # mmap refuses empty files; an empty .rec is valid and holds nothing.
+        return (mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""), size
+    finally:
+        os.close(fd)
 
 
 class RecordReader:
