@@ -27,13 +27,18 @@ class BusyError(Im2RecError):
 def exclusive(path: Path, doing: str) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (an input, opened read-only) for the
     block: two runs writing the same temporary files would interleave them.
-    Where the file system has no locks, go on without one."""
+    Where the file system has no locks, or there is no file to lock (the
+    block's own read of it then says what is wrong), go on without one."""
     try:
         import fcntl
     except ImportError:  # not POSIX
         yield
         return
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not make us wait
+    except OSError:
+        yield
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,7 @@ def unpack_rec(
         raise DatasetError(f"{out_dir}: exists and is not empty; pass --force to write into it")
     reader = RecordReader(rec)
     buf, _ = reader.mapping()
-    records = [item for item in walk_records(reader) if not isinstance(item, Damage)]
-    for head, nxt in records:
+    for head, nxt in _records(reader):  # a walk reads only the 8-byte frame heads
         _header(buf, head, nxt, reader.name)
     in_place = out_dir.exists()
     work = out_dir if in_place else out_dir.with_name(out_dir.name + ".partial")
@@ -114,7 +114,7 @@ def unpack_rec(
     lines: list[str] = []
     used: set[int] = set()
     free = 0  # ids below this are all used: duplicates take the next free one
-    for head, nxt in records:
+    for head, nxt in _records(reader):
         header, payload = unpack(read_record(buf, head, nxt, reader.name)[0])
         labels = header.label.tolist() if header.flag else [header.label]
         key = header.id
@@ -145,6 +145,12 @@ def unpack_rec(
     with AtomicGroup() as group:
         group.write_text(result.lst, "".join(lines))
     return result
+
+
+def _records(reader: RecordReader) -> Iterator[tuple[int, int]]:
+    for item in walk_records(reader):
+        if not isinstance(item, Damage):  # not yielded without recover; keeps mypy exact
+            yield item
 
 
 def _header(buf: Any, head: int, nxt: int, name: str) -> Any:

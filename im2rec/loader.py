@@ -41,9 +41,10 @@ class RecordDataset:
     and ``target_transform`` are applied to the image and label (pass
     picklable callables for ``spawn`` workers). Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1; a warning says so), with
-    ``missing_index="scan"``, the default; ``"error"`` refuses. ``min_size=(w, h)`` decodes JPEGs at
-    the smallest DCT scale (1/2, 1/4, 1/8) that keeps both sides at least
-    that size: for training below half the stored resolution.
+    ``missing_index="scan"``, the default; ``"error"`` refuses.
+    ``min_size=(w, h)`` decodes JPEGs at the smallest DCT scale (1/2, 1/4,
+    1/8) that keeps both sides at least that size: for training below half
+    the stored resolution.
 
     An image that does not decode (in this class or in ``transform``) raises
     :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.

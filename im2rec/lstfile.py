@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
-from .recordio.index import read_regular_file
+from .recordio.files import read_regular_file
 
 __all__ = [
     "ListItem",

@@ -21,7 +21,6 @@ import dataclasses
 import errno
 import json
 import os
-import stat
 import time
 import warnings
 from collections import Counter
@@ -36,6 +35,7 @@ from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, Mis
 from .executors import LocalExecutor
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
+from .recordio.files import NOT_REGULAR, open_regular
 from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
 
 __all__ = [
@@ -133,20 +133,17 @@ class Encoder:
 
 
 def _read_file(path: str) -> bytes | Failure:
-    """The file's bytes; a FIFO, device or socket (a .lst can name anything)
-    is a failure, not a read that blocks forever or never ends, and a file
-    too large for a record is refused before it is read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait
+    """The file's bytes; a FIFO or device (a .lst can name anything) is a
+    failure, not a read that waits forever or never ends, and a file too
+    large for a record is refused before it is read."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return Failure("unreadable", "not a regular file (a FIFO, device or socket)")
-        if info.st_size >= MAX_RECORD_SIZE:
-            return Failure("record-too-large", f"{info.st_size:,} bytes; RecordIO stores < 2**29")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+        fd, size = open_regular(path)
+    except Im2RecError:
+        return Failure("unreadable", NOT_REGULAR)
+    with os.fdopen(fd, "rb") as f:
+        if size >= MAX_RECORD_SIZE:
+            return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
+        return f.read()
 
 
 def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
@@ -222,8 +219,6 @@ def pack_list(
     Raises :class:`~im2rec.atomic.BusyError` while another process packs
     the same list."""
     files = PartialFiles(Path(lst))
-    if not files.lst.is_file():
-        raise MissingFileError(f"{files.lst}: list file not found")
     with exclusive(files.lst, "packing"):
         return _pack_list(files, options, root, executor, resume, on_progress)
 

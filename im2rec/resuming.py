@@ -19,7 +19,7 @@ import json
 import mmap
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,16 +74,12 @@ SameRecord = Callable[[ListItem, bytes], bool]
 
 
 def finished(
-    files: PartialFiles,
-    state: dict[str, Any],
-    items: list[ListItem] | None = None,
-    same: SameRecord | None = None,
+    files: PartialFiles, state: dict[str, Any], items: list[ListItem], same: SameRecord
 ) -> bool:
     """The final output exists and its manifest says it was made from this
-    very list, root and options, with the sizes it has now; with ``same``,
-    its last record is also what its image packs to (outputs are not synced
-    to disk, and a power loss can zero a file's tail without changing its
-    size)."""
+    very list, root and options, with the sizes it has now, and its last
+    record is what its image packs to (outputs are not synced to disk, and a
+    power loss can zero a file's tail without changing its size)."""
     try:
         manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
         if not (
@@ -96,41 +92,54 @@ def finished(
             return False
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    if same is None or items is None:
-        return True
     entries = _complete_index_lines(files.idx.read_bytes())
     if not entries:
         return files.rec.stat().st_size == 0
     key, offset, _ = entries[-1]
-    return _last_record_is_whole(files.rec, key, offset, items, same)
-
-
-def _last_record_is_whole(
-    rec: Path, key: int, offset: int, items: list[ListItem], same: SameRecord
-) -> bool:
     item = next((i for i in reversed(items) if i.key == key), None)
-    size = rec.stat().st_size
-    if item is None or not size:
-        return False
-    with open(rec, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        try:
-            record, end = read_record(buf, offset, size, str(rec))
-        except Im2RecError:
-            return False
-        return end == size and buf[offset:end] == frame(record) and same(item, bytes(record))
+    with _mapped(files.rec) as (buf, size):
+        return _record_end(buf, size, str(files.rec), offset, item, same) == size
+
+
+@contextlib.contextmanager
+def _mapped(path: Path) -> Iterator[tuple[Any, int]]:
+    """``(buffer, size)`` of a file, mapped read-only (an empty one as b"")."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if not size:
+            yield b"", 0
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            yield buf, size
+
+
+def _record_end(
+    buf: Any, size: int, name: str, offset: int, item: ListItem | None, same: SameRecord
+) -> int | None:
+    """Where the record of ``item`` at ``offset`` ends if it is whole: it
+    reads, its header id is the item's key, its frame is the one written
+    (zero padding, the same split) and ``same`` makes it again from its
+    image; else None."""
+    try:
+        record, end = read_record(buf, offset, size, name)
+        whole = (
+            item is not None
+            and unpack(record)[0].id == item.key
+            and buf[offset:end] == frame(record)
+            and same(item, bytes(record))
+        )
+    except Im2RecError:
+        return None
+    return end if whole else None
 
 
 def recover(
-    files: PartialFiles,
-    items: list[ListItem],
-    state: dict[str, Any],
-    same: SameRecord | None = None,
+    files: PartialFiles, items: list[ListItem], state: dict[str, Any], same: SameRecord
 ) -> tuple[int, list[int], Counter[str]]:
-    """Cut the partial output back to its last whole record; return the list
-    position to continue from, the keys written, and the failures so far.
-    With ``same``, the last record kept must also be byte for byte what its
-    image packs to (earlier ones were written before it, so a torn tail
-    cannot reach them)."""
+    """Cut the partial output back to its last whole record (see
+    :func:`_record_end`; earlier ones were written before it, so a torn
+    tail cannot reach them); return the list position to continue from, the
+    keys written, and the failures so far."""
     try:
         saved = json.loads(files.state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -144,32 +153,15 @@ def recover(
         return 0, [], Counter()
     position_of = {item.key: i for i, item in enumerate(items)}
     entries = _complete_index_lines(files.idx_tmp.read_bytes())
-    size = files.rec_tmp.stat().st_size
-    keep, rec_end = 0, 0
-    with (
-        open(files.rec_tmp, "rb") as f,
-        (
-            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            if size
-            else contextlib.nullcontext(b"")
-        ) as buf,
-    ):
-        for keep in range(len(entries), 0, -1):
+    keep, rec_end = len(entries), None
+    with _mapped(files.rec_tmp) as (buf, size):
+        while keep and rec_end is None:
             key, offset, _ = entries[keep - 1]
-            with contextlib.suppress(Im2RecError):
-                record, rec_end = read_record(buf, offset, size, str(files.rec_tmp))
-                if (
-                    key in position_of
-                    and unpack(record)[0].id == key
-                    # the frame as written: zero padding, the same split
-                    and buf[offset:rec_end] == frame(record)
-                    and (same is None or same(items[position_of[key]], bytes(record)))
-                ):
-                    break
-        else:
-            keep = 0
+            item = items[position_of[key]] if key in position_of else None
+            rec_end = _record_end(buf, size, str(files.rec_tmp), offset, item, same)
+            keep -= rec_end is None
     entries = entries[:keep]
-    os.truncate(files.rec_tmp, rec_end if keep else 0)
+    os.truncate(files.rec_tmp, rec_end or 0)
     os.truncate(files.idx_tmp, entries[-1][2] if keep else 0)
     start = position_of[entries[-1][0]] + 1 if keep else 0
     failures = _cut_report(files.report_tmp, items[start].line if start < len(items) else None)

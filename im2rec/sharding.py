@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .atomic import AtomicGroup, exclusive
-from .errors import ConfigError, DatasetError, MissingFileError
+from .errors import ConfigError, DatasetError
 from .executors import LocalExecutor
 from .lstfile import ListItem, item_line, read_lst
 from .packing import PackOptions, pack_list, resolve_root
@@ -320,8 +320,6 @@ def pack_sharded(
     Raises :class:`~im2rec.atomic.BusyError` while another process packs
     the same list."""
     path = Path(lst)
-    if not path.is_file():
-        raise MissingFileError(f"{path}: list file not found")
     with exclusive(path, "packing"):
         return _pack_sharded(path, options, shards, runner, root, resume, global_index, on_progress)
 

@@ -71,19 +71,14 @@ def list_members(path: Path) -> list[Member]:
     """Every file of a tar, reading headers only (checked by :func:`safe_name`)."""
     out = []
     try:
-        with tarfile.open(path, "r:") as tar:
+        with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             for member in tar:
                 name = safe_name(member, path.name)
                 if name is not None:
                     out.append(Member(name, member.offset_data, member.size))
-            end = tar.offset
+            _check_zero_tail(f.fileno(), 0, tar.offset, os.fstat(f.fileno()).st_size, str(path))
     except tarfile.TarError as exc:
         raise DatasetError(f"{path}: not a readable tar file ({exc})") from None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        _check_zero_tail(fd, 0, end, os.fstat(fd).st_size, str(path))
-    finally:
-        os.close(fd)
     return out
 
 

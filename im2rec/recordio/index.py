@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` start without it
     import numpy as np
 
-from ..errors import DuplicateKeyError, Im2RecError, IndexFormatError, MissingFileError
+from ..errors import DuplicateKeyError, IndexFormatError, MissingFileError
+from .files import read_regular_file
 
 __all__ = ["RecordIndex", "format_index_line", "load_index", "read_index_entries"]
 
@@ -149,19 +149,6 @@ def _read(path: str | os.PathLike[str]) -> tuple[str, bytes]:
             f"{name}: index file not found; rebuild it from the .rec with `rec index REC` "
             "(in Python: build_index(RecordReader(rec)).save(idx))"
         ) from None
-
-
-def read_regular_file(path: str | os.PathLike[str]) -> bytes:
-    """A file's bytes; a FIFO, device or socket raises :class:`Im2RecError`
-    at once (reading one would block, or never end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Im2RecError(f"{os.fspath(path)}: not a regular file (a FIFO, device or socket)")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
 
 
 def read_index_entries(

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import mmap
 import os
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from ..errors import Im2RecError, MissingFileError, RecordFormatError
+from ..errors import MissingFileError, RecordFormatError
+from .files import open_regular
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
 
@@ -26,16 +26,10 @@ __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
 def _map(path: Path) -> tuple[mmap.mmap | bytes, int]:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait
+        fd, size = open_regular(path, "is a directory, not a .rec file")
     except FileNotFoundError:
         raise MissingFileError(f"{path}: record file not found") from None
     try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise Im2RecError(f"{path}: is a directory, not a .rec file")
-        if not stat.S_ISREG(info.st_mode):
-            raise Im2RecError(f"{path}: not a regular file (a FIFO, device or socket)")
-        size = info.st_size
         # mmap refuses empty files; an empty .rec is valid and holds nothing.
         return (mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""), size
     finally:
