@@ -8,10 +8,16 @@ encodes; processes suit the rest of the per-image Python work on many cores.
 Process workers ignore SIGINT: Ctrl-C is handled once, by the parent. A
 worker that dies (out of memory, a crashing decoder) raises
 :class:`WorkerCrashed` instead of hanging.
+
+Stopping is asked, not forced: :meth:`LocalExecutor.close` signals each
+worker to stop after the item in hand. Killing one instead could cut a
+result off half-way through the pipe, and the pool's reader thread would
+then wait forever for the rest of it (a Ctrl-C that never returns).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -84,15 +90,35 @@ def _watch_parent(pid: int) -> None:
     os._exit(1)  # the parent was killed (kill -9): do not linger as an orphan
 
 
+class _Stopped(Exception):
+    """Raised in a worker asked to stop; nobody waits for its result."""
+
+
+_STOP = signal.SIGUSR1
+_stop_asked = False
+
+
+def _ask_stop(_signum: int, _frame: object) -> None:
+    global _stop_asked
+    _stop_asked = True
+
+
 def _init_worker(parent: int) -> None:
-    """Process workers: Ctrl-C is the parent's to handle, and a worker exits
-    by itself when the parent dies without shutting the pool down."""
+    """Process workers: Ctrl-C is the parent's to handle, ``_STOP`` ends the
+    work at the next item, and a worker exits by itself when the parent dies
+    without shutting the pool down."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(_STOP, _ask_stop)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
 def _run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
-    return [fn(item) for item in chunk]
+    results = []
+    for item in chunk:
+        if _stop_asked:
+            raise _Stopped
+        results.append(fn(item))
+    return results
 
 
 class LocalExecutor:
@@ -189,12 +215,16 @@ class LocalExecutor:
                 future.cancel()
 
     def close(self) -> None:
-        """Stop the workers; queued work is cancelled, nothing is awaited."""
+        """Stop the workers; queued work is cancelled, and each process
+        worker stops after the item in hand (after Ctrl-C, an image, not the
+        rest of its chunk)."""
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             if isinstance(pool, ProcessPoolExecutor):
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    proc.terminate()  # after Ctrl-C, do not wait for images in progress
+                    if proc.pid is not None and proc.exitcode is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(proc.pid, _STOP)
             pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> LocalExecutor:
