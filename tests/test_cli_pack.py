@@ -149,7 +149,12 @@ def test_real_process_interrupted_then_resumed(many: Path, sig: signal.Signals) 
         pytest.fail(f"rec pack ended (exit {proc.returncode}) before it could be interrupted: "
                     f"{proc.communicate()[1][-2000:]}")  # fmt: skip
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # so a hang fails this test alone, not the next one too
+        proc.communicate()
+        pytest.fail(f"rec pack did not exit within 60 s of {sig.name}")
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         assert "interrupted after" in err and "run the same command with --resume" in err
