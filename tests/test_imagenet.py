@@ -473,8 +473,10 @@ def test_a_devkit_that_is_not_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path) -> None:
-    """kill -9 of a real `rec imagenet` in the middle of train, then --resume."""
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path, sig: str) -> None:
+    """kill -9 or Ctrl-C of a real `rec imagenet` in the middle of train,
+    then --resume."""
     import os
     import signal
     import subprocess
@@ -495,13 +497,21 @@ def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path) -> None:
     target = tmp_path / "t"
     cmd = [sys.executable, "-m", "im2rec", "imagenet", "--download-dir", str(fake.download),
            "--target-dir", str(target), "--with-rec", "-q"]  # fmt: skip
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     staging = tmp_path / "t.partial" / "train.partial"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(p.suffix != ".partial" for p in _dirs(staging)):
         time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    os.kill(proc.pid, getattr(signal, sig))
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # so a hang fails this test alone
+        proc.communicate()
+        pytest.fail(f"rec imagenet did not exit within 60 s of {sig}")
+    if sig == "SIGINT":
+        assert proc.returncode == 130, err
+        assert "--resume" in err and "Traceback" not in err, err
     assert not target.exists() and staging.exists()
     subprocess.run([*cmd, "--resume"], check=True)
     assert tree(target) == fake.expected_tree()
