@@ -94,7 +94,7 @@ class _Stopped(Exception):
     """Raised in a worker asked to stop; nobody waits for its result."""
 
 
-_STOP = signal.SIGUSR1
+_STOP = getattr(signal, "SIGUSR1", None)  # None on Windows: workers are terminated
 _stop_asked = False
 
 
@@ -108,7 +108,8 @@ def _init_worker(parent: int) -> None:
     work at the next item, and a worker exits by itself when the parent dies
     without shutting the pool down."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(_STOP, _ask_stop)
+    if _STOP is not None:
+        signal.signal(_STOP, _ask_stop)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
@@ -222,7 +223,9 @@ class LocalExecutor:
         for pool in pools.values():
             if isinstance(pool, ProcessPoolExecutor):
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    if proc.pid is not None and proc.exitcode is None:
+                    if _STOP is None:
+                        proc.terminate()
+                    elif proc.pid is not None and proc.exitcode is None:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(proc.pid, _STOP)
             pool.shutdown(wait=True, cancel_futures=True)
