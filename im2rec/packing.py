@@ -32,7 +32,7 @@ from typing import Any
 from . import __version__
 from .atomic import AtomicGroup, exclusive
 from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
-from .executors import LocalExecutor
+from .executors import LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from .recordio.files import NOT_REGULAR, open_regular
@@ -322,6 +322,14 @@ def _write_records(
             f"{result.lst}; the partial output is kept: run the same command with --resume "
             "to continue"
         ) from None
+    except WorkerCrashed as exc:
+        writer.suspend()
+        raise WorkerCrashed(
+            f"{result.lst}: a worker process died after {position - start:,} of "
+            f"{len(items) - start:,} entries (killed, out of memory, or a crash while decoding "
+            "an image); the partial output is kept: run the same command with --resume to "
+            "continue"
+        ) from exc
     except OSError as exc:
         writer.suspend()
         if exc.errno == errno.ENOSPC:

@@ -131,8 +131,13 @@ def rec_cmd(lst: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_real_process_interrupted_then_resumed(many: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("who", "sig"),
+    [("rec", signal.SIGINT), ("rec", signal.SIGKILL), ("worker", signal.SIGKILL)],
+)
+def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal.Signals) -> None:
+    """Ctrl-C or kill -9 of a real `rec pack`, or kill -9 of one of its
+    workers (what the OOM killer does), then --resume: the same bytes."""
     subprocess.run(rec_cmd(many), check=True)
     reference = (many.with_suffix(".rec").read_bytes(), many.with_suffix(".idx").read_bytes())
     for ext in (".rec", ".idx", ".pack.json"):
@@ -148,14 +153,22 @@ def test_real_process_interrupted_then_resumed(many: Path, sig: signal.Signals) 
     if proc.poll() is not None:
         pytest.fail(f"rec pack ended (exit {proc.returncode}) before it could be interrupted: "
                     f"{proc.communicate()[1][-2000:]}")  # fmt: skip
-    proc.send_signal(sig)
+    if who == "rec":
+        proc.send_signal(sig)
+    else:
+        workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(workers[0]), sig)
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()  # so a hang fails this test alone, not the next one too
         proc.communicate()
         pytest.fail(f"rec pack did not exit within 60 s of {sig.name}")
-    if sig == signal.SIGINT:
+    if who == "worker":
+        assert proc.returncode == 1, err
+        assert f"{many}: a worker process died after" in err and "--resume" in err, err
+        assert "Traceback" not in err
+    elif sig == signal.SIGINT:
         assert proc.returncode == 130
         assert "interrupted after" in err and "run the same command with --resume" in err
         assert "Traceback" not in err
