@@ -108,6 +108,7 @@ def _init_worker(parent: int) -> None:
     work at the next item, and a worker exits by itself when the parent dies
     without shutting the pool down."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the CLI's handler a fork inherits
     if _STOP is not None:
         signal.signal(_STOP, _ask_stop)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()

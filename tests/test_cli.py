@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import errno
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -100,6 +103,41 @@ def test_ctrl_c_exits_130() -> None:
     result = CliRunner().invoke(_command(KeyboardInterrupt()))
     assert result.exit_code == EXIT_INTERRUPTED
     assert "Interrupted" in result.output
+
+
+def _sigterm_to_self() -> click.Command:
+    @click.command()
+    def cmd() -> None:
+        with handle_errors():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # the handler raises long before
+
+    return cmd
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_exits_143() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(_sigterm_to_self())
+    assert result.exit_code == 143, result.output
+    assert "Terminated (SIGTERM); partial outputs were removed." in result.output
+    assert signal.getsignal(signal.SIGTERM) is before  # restored after the command
+
+
+def test_an_interrupted_error_from_sigterm_exits_143() -> None:
+    from im2rec.cli.common import Terminated
+    from im2rec.packing import PackInterrupted
+
+    @click.command()
+    def cmd() -> None:
+        with handle_errors():
+            try:
+                raise Terminated
+            except KeyboardInterrupt:
+                raise PackInterrupted("interrupted after 3 of 9 entries of x.lst") from None
+
+    result = CliRunner().invoke(cmd)
+    assert result.exit_code == 143 and "interrupted after 3 of 9" in result.output
+    assert CliRunner().invoke(_command(PackInterrupted("interrupted"))).exit_code == 130
 
 
 def test_unknown_command_is_usage_error() -> None:

@@ -133,11 +133,17 @@ def rec_cmd(lst: Path, *extra: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("who", "sig"),
-    [("rec", signal.SIGINT), ("rec", signal.SIGKILL), ("worker", signal.SIGKILL)],
+    [
+        ("rec", signal.SIGINT),
+        ("rec", signal.SIGTERM),
+        ("rec", signal.SIGKILL),
+        ("worker", signal.SIGKILL),
+    ],
 )
 def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal.Signals) -> None:
-    """Ctrl-C or kill -9 of a real `rec pack`, or kill -9 of one of its
-    workers (what the OOM killer does), then --resume: the same bytes."""
+    """Ctrl-C, SIGTERM (a batch scheduler's stop) or kill -9 of a real `rec
+    pack`, or kill -9 of one of its workers (what the OOM killer does), then
+    --resume: the same bytes."""
     subprocess.run(rec_cmd(many), check=True)
     reference = (many.with_suffix(".rec").read_bytes(), many.with_suffix(".idx").read_bytes())
     for ext in (".rec", ".idx", ".pack.json"):
@@ -168,8 +174,8 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
         assert proc.returncode == 1, err
         assert f"{many}: a worker process died after" in err and "--resume" in err, err
         assert "Traceback" not in err
-    elif sig == signal.SIGINT:
-        assert proc.returncode == 130
+    elif sig in (signal.SIGINT, signal.SIGTERM):
+        assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
         assert "interrupted after" in err and "run the same command with --resume" in err
         assert "Traceback" not in err
     else:

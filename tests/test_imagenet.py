@@ -473,10 +473,10 @@ def test_a_devkit_that_is_not_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT", "SIGTERM"])
 def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path, sig: str) -> None:
-    """kill -9 or Ctrl-C of a real `rec imagenet` in the middle of train,
-    then --resume."""
+    """kill -9, Ctrl-C or SIGTERM of a real `rec imagenet` in the middle of
+    train, then --resume."""
     import os
     import signal
     import subprocess
@@ -509,8 +509,8 @@ def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path, sig: str) -> None
         proc.kill()  # so a hang fails this test alone
         proc.communicate()
         pytest.fail(f"rec imagenet did not exit within 60 s of {sig}")
-    if sig == "SIGINT":
-        assert proc.returncode == 130, err
+    if sig != "SIGKILL":
+        assert proc.returncode == (130 if sig == "SIGINT" else 143), err
         assert "--resume" in err and "Traceback" not in err, err
     assert not target.exists() and staging.exists()
     subprocess.run([*cmd, "--resume"], check=True)

@@ -2,7 +2,8 @@
 
 Exit codes (documented in the README): 0 success; 1 a run-time failure (an
 :class:`~im2rec.errors.Im2RecError`, printed as one ``Error: ...`` line);
-2 a usage mistake (Click); 130 interrupted with Ctrl-C.
+2 a usage mistake (Click); 130 interrupted with Ctrl-C; 143 stopped by
+SIGTERM (handled like Ctrl-C).
 """
 
 from __future__ import annotations

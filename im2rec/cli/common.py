@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +23,8 @@ from ..errors import ConfigError, Im2RecError
 
 __all__ = [
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "Terminated",
     "err_console",
     "handle_errors",
     "maybe_terminal",
@@ -30,6 +34,7 @@ __all__ = [
 ]
 
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process it killed
 FC = TypeVar("FC", bound=Callable[..., Any])
 
 
@@ -66,21 +71,57 @@ def num_workers_option(default: Any, help: str, show_default: Any = True) -> Cal
     )  # fmt: skip
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch scheduler's stop, ``kill``), raised where Ctrl-C
+    would be, so every command stops the same way: workers asked to stop,
+    partial outputs removed or kept for ``--resume``, one line said."""
+
+
+def _raise_terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`Terminated` (signal
+    handlers can only be set from the main thread; elsewhere, nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def by_sigterm(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised while handling, a SIGTERM."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, Terminated):
+        seen = seen.__cause__ or seen.__context__
+    return seen is not None
+
+
 @contextmanager
 def handle_errors() -> Iterator[None]:
     """Library errors become one ``Error: ...`` line: option mistakes exit 2
-    (like Click's own usage errors), everything else 1; Ctrl-C exits 130."""
+    (like Click's own usage errors), everything else 1; Ctrl-C exits 130,
+    SIGTERM (handled the same way) 143."""
     try:
-        yield
+        with sigterm_as_interrupt():
+            yield
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     except Im2RecError as exc:
         error = click.ClickException(str(exc))
-        error.exit_code = getattr(exc, "exit_code", 1)  # type: ignore[misc]  # 130: interrupted
+        code = getattr(exc, "exit_code", 1)  # 130: interrupted
+        error.exit_code = EXIT_TERMINATED if code == EXIT_INTERRUPTED and by_sigterm(exc) else code  # type: ignore[misc]
         raise error from exc
-    except KeyboardInterrupt:
-        click.echo("Interrupted; partial outputs were removed.", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        what = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+        click.echo(f"{what}; partial outputs were removed.", err=True)
+        sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
     except OSError as exc:  # the file system said no: a folder missing, no permission, ...
         raise click.ClickException(os_error_text(exc)) from exc
 

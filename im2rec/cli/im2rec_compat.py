@@ -24,6 +24,7 @@ from ..errors import Im2RecError
 from ..executors import LocalExecutor, default_workers
 from ..listing import ListOptions, make_lists
 from ..packing import PackOptions, pack_list
+from .common import EXIT_INTERRUPTED, EXIT_TERMINATED, by_sigterm, sigterm_as_interrupt
 
 __all__ = ["main"]
 
@@ -149,17 +150,19 @@ def main(argv: list[str] | None = None) -> None:
     args.prefix = os.path.abspath(args.prefix)
     args.root = os.path.abspath(args.root)
     try:
-        if args.list:
-            _make_list(args)
-            code = 0
-        else:
-            code = _pack(args)
+        with sigterm_as_interrupt():
+            if args.list:
+                _make_list(args)
+                code = 0
+            else:
+                code = _pack(args)
     except Im2RecError as exc:
         print(f"im2rec: error: {exc}", file=sys.stderr)
         code = getattr(exc, "exit_code", 1)
-    except KeyboardInterrupt:
-        print("im2rec: interrupted", file=sys.stderr)
-        code = 130
+        code = EXIT_TERMINATED if code == EXIT_INTERRUPTED and by_sigterm(exc) else code
+    except KeyboardInterrupt as exc:
+        print(f"im2rec: {'terminated' if by_sigterm(exc) else 'interrupted'}", file=sys.stderr)
+        code = EXIT_TERMINATED if by_sigterm(exc) else EXIT_INTERRUPTED
     sys.exit(code)
 
 
