@@ -35,9 +35,9 @@ import numpy as np
 
 from .atomic import AtomicGroup, exclusive
 from .errors import ConfigError, DatasetError
-from .executors import LocalExecutor
+from .executors import LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, item_line, read_lst
-from .packing import PackOptions, pack_list, resolve_root
+from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
 from .recordio import RecordIndex, load_index
 from .resuming import sha256_file
 
@@ -129,6 +129,13 @@ def shard_specs(
     ]
 
 
+_STOPPED = {
+    PackInterrupted: "interrupted",
+    WorkerCrashed: "a worker process died (killed, out of memory, or a crash while decoding)",
+    DiskFullError: "disk full; free some space",
+}
+
+
 def pack_shard(
     spec: ShardSpec,
     *,
@@ -146,9 +153,16 @@ def pack_shard(
     try:
         lst = staging / f"{spec.stem}.lst"
         lst.write_text(spec.list_text(), encoding="utf-8")
-        result = pack_list(
-            lst, spec.options, root=spec.root, executor=executor, on_progress=on_progress
-        )
+        try:
+            result = pack_list(
+                lst, spec.options, root=spec.root, executor=executor, on_progress=on_progress
+            )
+        except (PackInterrupted, WorkerCrashed, DiskFullError) as exc:
+            # The staging folder goes: unlike a whole list, a shard starts over.
+            raise type(exc)(
+                f"{spec.stem}: {_STOPPED[type(exc)]}; the finished shards are kept and this "
+                "one starts over: run the same command with --resume to pack the rest"
+            ) from exc
         report = spec.path(".failures.tsv")
         if result.failure_report is not None:
             os.replace(result.failure_report, report)

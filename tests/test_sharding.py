@@ -169,6 +169,35 @@ def test_resume_skips_verified_shards_only(images: Path, tmp_path: Path) -> None
     assert shard_files(tmp_path) == want
 
 
+def test_an_interrupted_shard_says_it_starts_over(images: Path, tmp_path: Path) -> None:
+    """Ctrl-C in shard 2 of 3: shard 1 is kept, shard 2's staging folder is
+    removed (the message must not promise a partial output), and --resume
+    packs the rest to the same bytes."""
+    from im2rec.packing import PackInterrupted
+    from im2rec.sharding import RunHooks
+
+    lst = listed(images, tmp_path / "want")
+    local(lst, 3)
+    want = shard_files(lst.parent)
+    lst = listed(images, tmp_path / "cut")
+
+    def interrupt(index: int, done: int, _bytes: int) -> None:
+        if index == 1 and done == 5:
+            raise KeyboardInterrupt
+
+    specs = shard_specs(lst, read_lst(lst), 3, RESIZE, images)
+    with LocalExecutor(2) as pool, pytest.raises(PackInterrupted) as err:
+        LocalRunner(pool).run(specs, RunHooks(False, lambda _r: None, interrupt))
+    assert str(err.value).startswith("data-00001-of-00003: interrupted; the finished shards")
+    assert "this one starts over" in str(err.value) and "--resume" in str(err.value)
+    assert err.value.exit_code == 130
+    assert lst.with_name("data-00000-of-00003.pack.json").exists()
+    assert not list(lst.parent.glob(".*staging")) and not list(lst.parent.glob("*partial*"))
+    result = local(lst, 3, resume=True)
+    assert [r.skipped for r in result.shards] == [True, False, False]
+    assert shard_files(lst.parent) == want
+
+
 def test_without_dask_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ConfigError, match=r"pip install 'im2rec\[dask\]'"):
