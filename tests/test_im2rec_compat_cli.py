@@ -66,3 +66,50 @@ def test_console_script(tree: Path) -> None:
         pytest.skip("the im2rec console script is not installed in this environment")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
     assert "--pass-through" in done.stdout and "--num-thread" in done.stdout
+
+
+def test_the_hint_makes_the_same_records(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The printed `rec pack` command carries every option that changes the
+    records (it used to drop --resize and the rest)."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from im2rec.cli import main as rec
+
+    prefix, root = str(tree / "data"), str(tree / "imgs")
+    assert run(prefix, root, "--list", "--recursive") == 0
+    options = ["--resize", "24", "--quality", "80", "--center-crop", "--color", "0"]
+    assert run(prefix, root, "--num-thread", "2", *options) == 0
+    hint = capsys.readouterr().err.split("hint: the same with rec: ")[-1].strip()
+    assert hint.startswith(f"rec pack {prefix} --root {root} ")
+    assert set(hint.split()[5:]) == set(options)
+    ours = (tree / "data.rec").read_bytes()
+    (tree / "data.rec").unlink()
+    done = CliRunner().invoke(rec, [*shlex.split(hint)[1:], "-q"])
+    assert done.exit_code == 0, done.output
+    assert (tree / "data.rec").read_bytes() == ours
+
+
+def test_an_interrupted_run_continues_with_resume(tree: Path) -> None:
+    """The interruption message says to run again with --resume: im2rec
+    takes it (im2rec.py has no such option) and finishes the same bytes."""
+    from im2rec.packing import PackInterrupted, PackOptions, pack_list
+
+    prefix, root = str(tree / "data"), str(tree / "imgs")
+    assert run(prefix, root, "--list", "--recursive") == 0
+    assert run(prefix, root, "--resize", "24") == 0
+    want = (tree / "data.rec").read_bytes(), (tree / "data.idx").read_bytes()
+    for ext in (".rec", ".idx", ".pack.json"):
+        (tree / f"data{ext}").unlink()
+
+    def interrupt(done: int, _total: int, _bytes: int) -> None:
+        if done == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PackInterrupted, match="--resume"):
+        pack_list(tree / "data.lst", PackOptions(resize=24), root=root, on_progress=interrupt)
+    assert run(prefix, root, "--resize", "24", "--resume") == 0
+    assert ((tree / "data.rec").read_bytes(), (tree / "data.idx").read_bytes()) == want
+    manifest = (tree / "data.pack.json").read_text()
+    assert '"resumed_from": 4' in manifest

@@ -11,7 +11,9 @@ options with ``--pass-through``, ``--test-ratio`` when ``--train-ratio`` is 1)
 this does too, with a note. Differences: ``--num-thread`` defaults to the
 number of CPUs (the output is the same for any count), a bad image is skipped
 and reported in every mode, and the sidecar files of ``rec list``/``rec pack``
-(class map, run record, manifest) are written too.
+(class map, run record, manifest) are written too. One option is added:
+``--resume`` continues an interrupted run, which the interruption message
+asks for.
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--pack-label", action="store_true", help="pack every label of multi-label lines"
+    )
+    x = p.add_argument_group("Not in im2rec.py")
+    x.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run from its partial output (byte-identical result)",
     )
     return p
 
@@ -130,19 +138,36 @@ def _pack(args: argparse.Namespace) -> int:
         executor.start(io_bound=options.pass_through)
         for lst in lists:
             print(f"Creating .rec file from {lst} in {working_dir}")
-            result = pack_list(lst, options, root=args.root, executor=executor)
+            result = pack_list(lst, options, root=args.root, executor=executor, resume=args.resume)
             if result.failure_report:
                 _note(
                     f"{sum(result.failures.values()):,} image(s) skipped; "
                     f"see {result.failure_report}"
                 )
+    _note(f"hint: the same with rec: rec pack {args.prefix} --root {args.root}{_rec_flags(args)}")
+    return 0
+
+
+def _rec_flags(args: argparse.Namespace) -> str:
+    """The ``rec pack`` options that make the same records as ``args``."""
+    options = _pack_options(args) if not args.pass_through else PackOptions(pass_through=True)
+    defaults = PackOptions()
     flags = [
-        f
-        for f, on in (("--pass-through", args.pass_through), ("--pack-label", args.pack_label))
+        flag
+        for flag, on in (
+            ("--pass-through", options.pass_through),
+            ("--pack-label", args.pack_label),
+            ("--center-crop", options.center_crop),
+        )
         if on
     ]
-    _note(f"hint: the same with rec: rec pack {args.prefix} --root {args.root} " + " ".join(flags))
-    return 0
+    for flag, value in (
+        ("--resize", options.resize), ("--quality", options.quality),
+        ("--encoding", options.encoding), ("--color", options.color),
+    ):  # fmt: skip
+        if value != getattr(defaults, flag[2:]):
+            flags.append(f"{flag} {value}")
+    return "".join(f" {f}" for f in flags)
 
 
 def main(argv: list[str] | None = None) -> None:
