@@ -209,8 +209,7 @@ class LocalExecutor:
         except BrokenProcessPool as exc:
             self._pools.pop(kind, None)
             raise WorkerCrashed(
-                "a worker process died (killed, out of memory, or a crash while decoding an "
-                "image); the partial output is kept: run again with --resume"
+                "a worker process died (killed, out of memory, or a crash while decoding an image)"
             ) from exc
         finally:
             for future in pending:

@@ -113,3 +113,26 @@ def test_an_interrupted_run_continues_with_resume(tree: Path) -> None:
     assert ((tree / "data.rec").read_bytes(), (tree / "data.idx").read_bytes()) == want
     manifest = (tree / "data.pack.json").read_text()
     assert '"resumed_from": 4' in manifest
+
+
+def test_the_list_hint_makes_the_same_lists(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from click.testing import CliRunner
+
+    from im2rec.cli import main as rec
+
+    prefix, root = str(tree / "data"), str(tree / "imgs")
+    options = ["--recursive", "--chunks", "2", "--train-ratio", "0.8", "--test-ratio", "0.1"]
+    assert run(prefix, root, "--list", *options, "--exts", ".jpg", "--no-shuffle") == 0
+    hint = capsys.readouterr().err.split("hint: the same with rec: ")[-1].strip()
+    for flag in ("--recursive", "--chunks 2", "--train-ratio 0.8", "--test-ratio 0.1",
+                 "--exts .jpg", "--no-shuffle"):  # fmt: skip
+        assert f" {flag}" in hint, hint
+    lists = {p.name: p.read_bytes() for p in tree.glob("data*.lst")}
+    assert len(lists) == 6  # 2 chunks x train/val/test
+    for p in tree.glob("data*"):
+        p.unlink()
+    done = CliRunner().invoke(rec, [*shlex.split(hint)[1:], "-q"])
+    assert done.exit_code == 0, done.output
+    assert {p.name: p.read_bytes() for p in tree.glob("data*.lst")} == lists

@@ -89,10 +89,23 @@ def _make_list(args: argparse.Namespace) -> None:
     if args.recursive:  # im2rec.py printed the class map; scripts may read it
         for label, folder in enumerate(result.scan.classes):
             print(folder, label)
-    _note(
-        f"hint: the same with rec: rec list {args.root} -o {args.prefix}"
-        + (" --recursive" if args.recursive else "")
-    )
+    _note(f"hint: the same with rec: rec list {args.root} -o {args.prefix}{_list_flags(options)}")
+
+
+def _list_flags(options: ListOptions) -> str:
+    """The ``rec list`` options that make the same lists as ``options``."""
+    defaults = ListOptions()
+    flags = ["--recursive"] if options.recursive else []
+    if tuple(options.exts) != tuple(defaults.exts):
+        flags.append("--exts " + ",".join(options.exts))
+    for flag, name in (
+        ("--chunks", "chunks"), ("--train-ratio", "train_ratio"), ("--test-ratio", "test_ratio"),
+    ):  # fmt: skip
+        if getattr(options, name) != getattr(defaults, name):
+            flags.append(f"{flag} {getattr(options, name)}")
+    if not options.shuffle:
+        flags.append("--no-shuffle")
+    return "".join(f" {f}" for f in flags)
 
 
 def _pack_options(args: argparse.Namespace) -> PackOptions:
