@@ -102,7 +102,16 @@ def test_an_output_folder_that_does_not_exist(tmp_path: Path) -> None:
 def test_ctrl_c_exits_130() -> None:
     result = CliRunner().invoke(_command(KeyboardInterrupt()))
     assert result.exit_code == EXIT_INTERRUPTED
-    assert "Interrupted" in result.output
+    assert result.output == "Interrupted; partial outputs were removed.\n"
+
+    @click.command()
+    def reads() -> None:
+        with handle_errors(writes=False):
+            raise KeyboardInterrupt
+
+    result = CliRunner().invoke(reads)  # rec verify, rec info: nothing to remove
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.output == "Interrupted; nothing was written.\n"
 
 
 def _sigterm_to_self() -> click.Command:

@@ -104,10 +104,11 @@ def by_sigterm(exc: BaseException) -> bool:
 
 
 @contextmanager
-def handle_errors() -> Iterator[None]:
+def handle_errors(*, writes: bool = True) -> Iterator[None]:
     """Library errors become one ``Error: ...`` line: option mistakes exit 2
     (like Click's own usage errors), everything else 1; Ctrl-C exits 130,
-    SIGTERM (handled the same way) 143."""
+    SIGTERM (handled the same way) 143. ``writes=False`` for commands that
+    only read, so an interruption does not speak of partial outputs."""
     try:
         with sigterm_as_interrupt():
             yield
@@ -120,7 +121,8 @@ def handle_errors() -> Iterator[None]:
         raise error from exc
     except KeyboardInterrupt as exc:
         what = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
-        click.echo(f"{what}; partial outputs were removed.", err=True)
+        done = "partial outputs were removed" if writes else "nothing was written"
+        click.echo(f"{what}; {done}.", err=True)
         sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
     except OSError as exc:  # the file system said no: a folder missing, no permission, ...
         raise click.ClickException(os_error_text(exc)) from exc

@@ -76,7 +76,7 @@ def verify_command(
       rec verify train.rec
       rec verify train.rec --decode --manifest train.pack.json --json
     """
-    with handle_errors(), progress_bar(quiet=as_json) as bar:
+    with handle_errors(writes=False), progress_bar(quiet=as_json) as bar:
         track = bar.track(Path(rec).name, total=Path(rec).stat().st_size)
         result = verify(rec, idx, decode=decode, manifest=manifest,
                         on_progress=lambda done, total: track(done, total, done))  # fmt: skip
@@ -105,7 +105,7 @@ def info_command(rec: str, full: bool, as_json: bool) -> None:
       rec info train.rec
       rec info train.rec --full --json
     """
-    with handle_errors():
+    with handle_errors(writes=False):
         info = summarise(rec, sample=None if full else 200)
     if as_json:
         click.echo(json.dumps(info, indent=1))
