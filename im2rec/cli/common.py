@@ -25,12 +25,14 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "Terminated",
+    "by_sigterm",
     "err_console",
     "handle_errors",
     "maybe_terminal",
     "out_console",
     "progress_bar",
     "progress_counter",
+    "sigterm_as_interrupt",
 ]
 
 EXIT_INTERRUPTED = 130
@@ -117,7 +119,9 @@ def handle_errors(*, writes: bool = True) -> Iterator[None]:
     except Im2RecError as exc:
         error = click.ClickException(str(exc))
         code = getattr(exc, "exit_code", 1)  # 130: interrupted
-        error.exit_code = EXIT_TERMINATED if code == EXIT_INTERRUPTED and by_sigterm(exc) else code  # type: ignore[misc]
+        if code == EXIT_INTERRUPTED and by_sigterm(exc):
+            code = EXIT_TERMINATED
+        error.exit_code = code  # type: ignore[misc]
         raise error from exc
     except KeyboardInterrupt as exc:
         what = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"

@@ -174,12 +174,12 @@ def _rec_flags(args: argparse.Namespace) -> str:
         )
         if on
     ]
-    for flag, value in (
-        ("--resize", options.resize), ("--quality", options.quality),
-        ("--encoding", options.encoding), ("--color", options.color),
+    for flag, name in (
+        ("--resize", "resize"), ("--quality", "quality"),
+        ("--encoding", "encoding"), ("--color", "color"),
     ):  # fmt: skip
-        if value != getattr(defaults, flag[2:]):
-            flags.append(f"{flag} {value}")
+        if getattr(options, name) != getattr(defaults, name):
+            flags.append(f"{flag} {getattr(options, name)}")
     return "".join(f" {f}" for f in flags)
 
 
