@@ -21,6 +21,7 @@ import numpy as np
 
 from .augment import Augmenter
 from .errors import ConfigError, ImageCodecError, RecordFormatError
+from .executors import check_stop
 from .recordio import RecordReader, unpack
 
 __all__ = ["BatchJob", "BatchResult", "SlotLayout", "attach", "fill_batch", "run_job"]
@@ -91,6 +92,7 @@ def fill_batch(
     filled = filled_real = 0
     skipped: list[tuple[int, str]] = []
     for n, offset in enumerate(job.offsets.tolist()):
+        check_stop()  # after close(): one image, not the batch
         try:
             header, payload = unpack(reader.read_at(offset, copy=False))
             label = _label(header.flag, header.label, labels.shape[1], job, reader.name, offset)

@@ -33,7 +33,14 @@ from typing import Any, Literal, TypeVar
 
 from .errors import Im2RecError
 
-__all__ = ["LocalExecutor", "WorkerCrashed", "default_workers", "fork_is_safe"]
+__all__ = [
+    "LocalExecutor",
+    "Stopped",
+    "WorkerCrashed",
+    "check_stop",
+    "default_workers",
+    "fork_is_safe",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -90,7 +97,7 @@ def _watch_parent(pid: int) -> None:
     os._exit(1)  # the parent was killed (kill -9): do not linger as an orphan
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """Raised in a worker asked to stop; nobody waits for its result."""
 
 
@@ -114,11 +121,18 @@ def _init_worker(parent: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
+def check_stop() -> None:
+    """Raise :class:`Stopped` in a worker that :meth:`LocalExecutor.close`
+    asked to stop: long tasks call it between items (an image, not a whole
+    batch, is then all that Ctrl-C waits for). Elsewhere, nothing."""
+    if _stop_asked:
+        raise Stopped
+
+
 def _run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
     results = []
     for item in chunk:
-        if _stop_asked:
-            raise _Stopped
+        check_stop()
         results.append(fn(item))
     return results
 

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from im2rec.executors import LocalExecutor
 
 # Run in its own interpreter: a regression leaves the pool's reader thread
@@ -64,3 +66,37 @@ def test_close_stops_each_worker_after_the_item_in_hand(tmp_path: Path) -> None:
     # Finishing the chunks in hand would start 200 items; stopping, ~102.
     assert 100 <= started < 150, started
     results.close()
+
+
+def test_check_stop_raises_only_in_a_worker_asked_to_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from im2rec import executors
+
+    executors.check_stop()  # not asked: nothing
+    monkeypatch.setattr(executors, "_stop_asked", True)
+    with pytest.raises(executors.Stopped):
+        executors.check_stop()
+
+
+def test_a_batch_job_stops_between_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ImageRecordIter's jobs fill a whole batch; after close() a worker
+    stops at the next image instead of finishing it."""
+    import io
+
+    from PIL import Image
+
+    from im2rec import executors
+    from im2rec.iterator import ImageRecordIter
+    from im2rec.recordio import IndexedRecordWriter, pack
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for i in range(8):
+            out = io.BytesIO()
+            Image.new("RGB", (20, 20), (i * 30, 0, 0)).save(out, "JPEG")
+            w.write_key(i, pack((0, float(i), i, 0), out.getvalue()))
+    with ImageRecordIter(path_imgrec=str(tmp_path / "d.rec"), data_shape=(3, 16, 16),
+                         batch_size=8, preprocess_threads=1, verbose=False) as it:  # fmt: skip
+        monkeypatch.setattr(executors, "_stop_asked", True)  # as a worker's SIGUSR1 sets it
+        with pytest.raises(executors.Stopped):
+            it.next()
