@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar
 from .errors import Im2RecError
 
 __all__ = [
+    "WORKER_DIED",
     "LocalExecutor",
     "Stopped",
     "WorkerCrashed",
@@ -46,6 +47,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 Kind = Literal["threads", "processes"]
+
+
+WORKER_DIED = "a worker process died (killed, out of memory, or a crash while decoding an image)"
 
 
 class WorkerCrashed(Im2RecError):
@@ -222,9 +226,7 @@ class LocalExecutor:
                 yield from pending.popleft().result()
         except BrokenProcessPool as exc:
             self._pools.pop(kind, None)
-            raise WorkerCrashed(
-                "a worker process died (killed, out of memory, or a crash while decoding an image)"
-            ) from exc
+            raise WorkerCrashed(WORKER_DIED) from exc
         finally:
             for future in pending:
                 future.cancel()

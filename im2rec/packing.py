@@ -168,6 +168,9 @@ def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
         return Failure("decompression-bomb" if bomb else "undecodable", detail)
 
 
+_KEPT = "the partial output is kept: run the same command with --resume to continue"
+
+
 class PackInterrupted(Im2RecError):
     """Ctrl-C: the partial output is kept for ``--resume``."""
 
@@ -319,16 +322,14 @@ def _write_records(
         writer.suspend()
         raise PackInterrupted(
             f"interrupted after {position - start:,} of {len(items) - start:,} entries of "
-            f"{result.lst}; the partial output is kept: run the same command with --resume "
-            "to continue"
+            f"{result.lst}; {_KEPT}"
         ) from None
     except WorkerCrashed as exc:
         writer.suspend()
         raise WorkerCrashed(
             f"{result.lst}: a worker process died after {position - start:,} of "
             f"{len(items) - start:,} entries (killed, out of memory, or a crash while decoding "
-            "an image); the partial output is kept: run the same command with --resume to "
-            "continue"
+            f"an image); {_KEPT}"
         ) from exc
     except OSError as exc:
         writer.suspend()

@@ -35,7 +35,7 @@ import numpy as np
 
 from .atomic import AtomicGroup, exclusive
 from .errors import ConfigError, DatasetError
-from .executors import LocalExecutor, WorkerCrashed
+from .executors import WORKER_DIED, LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, item_line, read_lst
 from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
 from .recordio import RecordIndex, load_index
@@ -131,7 +131,7 @@ def shard_specs(
 
 _STOPPED = {
     PackInterrupted: "interrupted",
-    WorkerCrashed: "a worker process died (killed, out of memory, or a crash while decoding)",
+    WorkerCrashed: WORKER_DIED,
     DiskFullError: "disk full; free some space",
 }
 

@@ -157,19 +157,20 @@ def _pack(args: argparse.Namespace) -> int:
                     f"{sum(result.failures.values()):,} image(s) skipped; "
                     f"see {result.failure_report}"
                 )
-    _note(f"hint: the same with rec: rec pack {args.prefix} --root {args.root}{_rec_flags(args)}")
+    _note(
+        f"hint: the same with rec: rec pack {args.prefix} --root {args.root}{_rec_flags(options)}"
+    )
     return 0
 
 
-def _rec_flags(args: argparse.Namespace) -> str:
-    """The ``rec pack`` options that make the same records as ``args``."""
-    options = _pack_options(args) if not args.pass_through else PackOptions(pass_through=True)
+def _rec_flags(options: PackOptions) -> str:
+    """The ``rec pack`` options that make the same records as ``options``."""
     defaults = PackOptions()
     flags = [
         flag
         for flag, on in (
             ("--pass-through", options.pass_through),
-            ("--pack-label", args.pack_label),
+            ("--pack-label", options.pack_label),
             ("--center-crop", options.center_crop),
         )
         if on
