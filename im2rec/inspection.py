@@ -1,7 +1,7 @@
 """Looking inside a ``.rec``: rebuild its index, verify it, summarise it.
 
-All three walk the file's frame headers over a read-only memory map, without
-copying payloads, so a multi-GB file is streamed at close to disk speed with
+All three walk the file's frame headers (read with ``pread``, a block at a
+time), without copying payloads, so a multi-GB file is streamed at close to disk speed with
 memory that grows only with the record count (one int64 offset each). With
 ``recover`` a damaged stretch is skipped: the walk moves on to the next
 4-aligned magic word whose length word is plausible, and reports the skipped
@@ -10,10 +10,8 @@ byte range.
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import mmap
 import os
 import struct
 from array import array
@@ -32,6 +30,7 @@ from .recordio import (
     read_record,
     unpack,
 )
+from .recordio.files import FileView
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
 
 __all__ = [
@@ -58,7 +57,7 @@ class Damage:
     reason: str
 
 
-def _next_head(buf: bytes | mmap.mmap, start: int, size: int) -> int:
+def _next_head(buf: FileView | bytes, start: int, size: int) -> int:
     """The next aligned offset that looks like a record head, or ``size``."""
     pos = start + (-start % 4)
     while pos + 8 <= size:
@@ -66,7 +65,7 @@ def _next_head(buf: bytes | mmap.mmap, start: int, size: int) -> int:
         if hit == -1 or hit + 8 > size:  # a magic in the last 8 bytes heads nothing
             break
         if hit % 4 == 0:
-            _, lrec = _WORDS.unpack_from(buf, hit)
+            _, lrec = _WORDS.unpack(buf[hit : hit + 8])
             if lrec >> 29 in (0, 1) and hit + 8 + (lrec & LENGTH_MASK) <= size:
                 return hit
         pos = hit + (4 - hit % 4 if hit % 4 else 4)
@@ -98,10 +97,13 @@ def walk_records(
 def header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:
     """The image-record header of the record at ``head``, reading only the
     header (and its labels) when the record is not split."""
-    _, lrec = _WORDS.unpack_from(buf, head)
+    first = buf[head : head + 8 + _HEADER.size]
+    _, lrec = _WORDS.unpack_from(first)
     length = lrec & LENGTH_MASK
     if lrec >> 29 == 0 and length >= _HEADER.size:
-        flag = _HEADER.unpack_from(buf, head + 8)[0]
+        flag = _HEADER.unpack_from(first, 8)[0]
+        if flag == 0:
+            return unpack(first[8:])[0]
         return unpack(buf[head + 8 : head + 8 + min(length, _HEADER.size + 4 * flag)])[0]
     return unpack(read_record(buf, head, nxt, name)[0])[0]
 
@@ -116,8 +118,8 @@ def rebuild_index(
     record's header id (``id``, what im2rec.py writes)."""
     reader = RecordReader(path)
     buf, _ = reader.mapping()
-    offsets: list[int] = []
-    ids: list[int] = []
+    offsets = array("q")  # 8 bytes a record: millions of records stay small
+    ids = array("Q")
     damages: list[Damage] = []
     for item in walk_records(reader, recover=recover):
         if isinstance(item, Damage):
@@ -129,14 +131,23 @@ def rebuild_index(
                 ids.append(int(header_at(buf, item[0], item[1], reader.name).id))
             except RecordFormatError as exc:
                 raise Im2RecError(f"{exc}; index it with --keys seq instead") from None
-    if keys == "id" and len(set(ids)) != len(ids):
-        dup = next(k for k, n in Counter(ids).items() if n > 1)
+    if keys == "seq":  # numpy-free: `rec index` starts fast
+        return RecordIndex(range(len(offsets)), offsets, f"{reader.name} (rebuilt)"), damages
+    import numpy as np
+
+    key_array = np.frombuffer(ids, dtype=np.uint64) if ids else np.empty(0, np.uint64)
+    ordered = np.sort(key_array)
+    dups = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(dups):
+        again = int(np.flatnonzero(key_array == dups[0])[1])
         raise Im2RecError(
-            f"{reader.name}: header id {dup} appears in more than one record; use --keys seq"
+            f"{reader.name}: header id {int(dups[0])} appears in more than one record (again "
+            f"at byte {offsets[again]:,}); use --keys seq"
         )
-    key_list = list(range(len(offsets))) if keys == "seq" else ids
-    index = RecordIndex(key_list, offsets, f"{reader.name} (rebuilt)")
-    return index, damages
+    # ids at or past 2**63 do not fit int64 keys: kept exact, as Python ints
+    big = len(ordered) and int(ordered[-1]) >= 1 << 63
+    index_keys = key_array.tolist() if big else key_array.astype(np.int64)
+    return RecordIndex(index_keys, offsets, f"{reader.name} (rebuilt)"), damages
 
 
 @dataclass(frozen=True)
@@ -210,15 +221,15 @@ def verify(
 
 
 def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyResult) -> None:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
-    from .imaging import DECODE_ERRORS
+    from .imaging import DECODE_ERRORS, open_image
 
     head, key = item[0], None
     try:
         header, payload = unpack(read_record(buf, head, item[1], name)[0])
         key = header.id
-        with Image.open(io.BytesIO(payload)) as im:
+        with open_image(payload) as im:
             im.load()
         result.decoded += 1
     except UnidentifiedImageError:
@@ -297,55 +308,78 @@ def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyRes
         )
 
 
+_DISTINCT = 1000  # label values (and label widths) counted one by one in a summary
+
+
+def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str) -> None:
+    if key in counter or len(counter) < _DISTINCT:
+        counter[key] += 1
+    else:
+        overflow[name] += 1
+
+
 def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict[str, Any]:
     """Counts, labels, ids, image formats and sizes (from ``sample`` records
-    spread over the file, or all with ``sample=None``), split records, index."""
+    spread over the file, or all with ``sample=None``), split records, index.
+
+    Memory is 8 bytes a record and at most 1,000 distinct label values (and
+    label widths) counted: more are reported as ``{"distinct": ">1000"}``.
+    """
     reader = RecordReader(path)
     buf, size = reader.mapping()
-    records = [r for r in walk_records(reader) if not isinstance(r, Damage)]
+    heads = array("q")
     flags: Counter[int] = Counter()
     labels: Counter[float] = Counter()
-    ids: list[int] = []
+    overflow: Counter[str] = Counter()
+    first_id = last_id = None
     split = 0
-    for head, nxt in records:
-        split += _WORDS.unpack_from(buf, head)[1] >> 29 == 1
+    for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
+        heads.append(head)
+        split += _WORDS.unpack(buf[head : head + 8])[1] >> 29 == 1
         header = header_at(buf, head, nxt, reader.name)
-        flags[header.flag] += 1
+        _count(flags, header.flag, overflow, "flags")
         if header.flag == 0:
-            labels[header.label] += 1
-        ids.append(header.id)
-    step = 1 if sample is None or len(records) <= sample else len(records) / sample
+            _count(labels, header.label, overflow, "labels")
+        first_id = header.id if first_id is None else min(first_id, header.id)
+        last_id = header.id if last_id is None else max(last_id, header.id)
+    n = len(heads)
+    step = 1 if sample is None or n <= sample else n / sample
     formats: Counter[str] = Counter()
     widths, heights = [], []
-    from PIL import Image
+    from .errors import ImageTooLargeError
+    from .imaging import DECODE_ERRORS, open_image
 
-    for i in sorted({int(k * step) for k in range(math.ceil(len(records) / step))}):
-        head, nxt = records[i]
-        try:
-            with Image.open(
-                io.BytesIO(unpack(read_record(buf, head, nxt, reader.name)[0])[1])
-            ) as im:
+    for i in sorted({int(k * step) for k in range(math.ceil(n / step))}):
+        try:  # the header only: sizes and formats need no pixels
+            payload = unpack(read_record(buf, heads[i], size, reader.name)[0])[1]
+            with open_image(payload) as im:
                 formats[im.format or "?"] += 1
                 widths.append(im.width)
                 heights.append(im.height)
-        except Exception:  # noqa: BLE001 - a summary counts what it cannot read
+        except ImageTooLargeError:
+            formats["over the pixel limit"] += 1
+        except (RecordFormatError, *DECODE_ERRORS):  # a summary counts what it cannot read
             formats["not an image"] += 1
     index_path = Path(reader.name).with_suffix(".idx")
     agrees = None
     if index_path.exists():
         try:
             index = load_index(index_path)
-            agrees = sorted(index.offsets.tolist()) == [r[0] for r in records]
+            offsets = index.offsets
+            agrees = len(offsets) == n and sorted(offsets.tolist()) == heads.tolist()
         except Im2RecError:
             agrees = False
     return {
-        "path": reader.name, "bytes": size, "records": len(records), "split_records": split,
-        "label_width": {str(k): v for k, v in sorted(flags.items())},
+        "path": reader.name, "bytes": size, "records": n, "split_records": split,
+        "label_width": (
+            {str(k): v for k, v in sorted(flags.items())}
+            if not overflow["flags"] else {"distinct": f">{_DISTINCT}"}
+        ),
         "labels": (
             {f"{k:g}": v for k, v in sorted(labels.items())}
-            if len(labels) <= 1000 else {"distinct": len(labels)}
+            if not overflow["labels"] else {"distinct": f">{_DISTINCT}"}
         ),
-        "ids": [min(ids), max(ids)] if ids else None,
+        "ids": [first_id, last_id] if n else None,
         "images_sampled": sum(formats.values()), "formats": dict(formats),
         "width": [min(widths), max(widths)] if widths else None,
         "height": [min(heights), max(heights)] if heights else None,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import mmap
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from .atomic import AtomicGroup
 from .errors import DatasetError, Im2RecError
 from .lstfile import ListItem
 from .recordio import frame, read_record, unpack
+from .recordio.files import FileView, open_regular
 
 __all__ = ["REPORT_HEADER", "PartialFiles", "finished", "recover", "sha256_file", "start_fresh"]
 
@@ -103,14 +103,13 @@ def finished(
 
 @contextlib.contextmanager
 def _mapped(path: Path) -> Iterator[tuple[Any, int]]:
-    """``(buffer, size)`` of a file, mapped read-only (an empty one as b"")."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if not size:
-            yield b"", 0
-            return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            yield buf, size
+    """``(bytes read on demand, size)`` of a file (see :class:`FileView`)."""
+    fd, size = open_regular(path)
+    view = FileView(fd, size, str(path))
+    try:
+        yield view, size
+    finally:
+        view.close()
 
 
 def _record_end(

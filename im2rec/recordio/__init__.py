@@ -7,9 +7,9 @@ Two layers share one implementation:
   :func:`pack`, :func:`unpack`, :func:`pack_img`, :func:`unpack_img`;
 * the modern API: :class:`RecordWriter` / :class:`IndexedRecordWriter`
   (atomic, context managers), :class:`RecordReader` /
-  :class:`IndexedRecordReader` (memory-mapped, thread-, fork- and
-  pickle-safe), :func:`load_index`, :func:`build_index`,
-  :func:`read_index_entries`.
+  :class:`IndexedRecordReader` (``pread``-based: thread-, fork- and
+  pickle-safe, and a file truncated under them is an error, not SIGBUS),
+  :func:`load_index`, :func:`build_index`, :func:`read_index_entries`.
 
 This package uses only the standard library and numpy, and imports numpy on
 first use (multi-label records, index arrays), so tools that only walk

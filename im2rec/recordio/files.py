@@ -1,18 +1,26 @@
-"""Opening input files: only regular files, and never waiting.
+"""Opening input files: only regular files, never waiting, never mapped.
 
 A path can name a FIFO (opening it for reading waits for a writer), a
 device (``/dev/zero`` never ends) or a folder. Inputs are opened with
 ``O_NONBLOCK`` and refused at once unless they are regular files.
+
+Files are read with ``pread`` through a :class:`FileView`, not memory-mapped:
+a mapped file that another process truncates kills the reader with SIGBUS
+at the next touch of a page past the new end, and no Python code can catch
+that. ``pread`` returns short instead, which becomes a
+:class:`~im2rec.errors.TruncatedRecordError` naming the file.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
+from typing import overload
 
-from ..errors import Im2RecError
+from ..errors import Im2RecError, TruncatedRecordError
 
-__all__ = ["NOT_REGULAR", "open_regular", "read_regular_file"]
+__all__ = ["NOT_REGULAR", "FileView", "open_regular", "read_regular_file", "split_lines"]
 
 NOT_REGULAR = "not a regular file (a FIFO, device or socket)"
 
@@ -34,3 +42,132 @@ def read_regular_file(path: str | os.PathLike[str]) -> bytes:
     fd, _ = open_regular(path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
+
+
+class FileView:
+    """The first ``size`` bytes of an open file, read on demand with ``pread``.
+
+    Slicing (``view[a:b]``) returns ``bytes``, as slicing a ``bytes`` object
+    or an ``mmap`` does, so the framing code reads files and in-memory
+    buffers alike. Small reads are served from a cached block (header walks
+    touch 8 bytes per record); large ones go straight to the kernel. Safe to
+    share between threads and, because ``pread`` has no file position,
+    between forked processes.
+    """
+
+    #: Bytes read ahead for a small read: a little for a jump (random access
+    #: by key, a header walk over large records), more when the read starts
+    #: where the cached block ends (a sequential walk over small records).
+    BLOCK, STREAM = 256, 64 << 10
+
+    def __init__(self, fd: int, size: int, name: str):
+        self.fd, self.size, self.name = fd, size, name
+        self._block: tuple[int, bytes] = (0, b"")  # (start, bytes): replaced whole, never mutated
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, where: int) -> int: ...
+    @overload
+    def __getitem__(self, where: slice) -> bytes: ...
+    def __getitem__(self, where: int | slice) -> int | bytes:
+        if isinstance(where, int):
+            return self[where : where + 1][0]
+        start, stop, step = where.indices(self.size)
+        if step != 1:
+            raise ValueError("a FileView slice cannot have a step")
+        return self.read(start, max(0, stop - start))
+
+    def read(self, start: int, n: int) -> bytes:
+        """``n`` bytes from ``start`` (fewer only past ``size``)."""
+        base, block = self._block
+        off = start - base
+        if off >= 0 and off + n <= len(block):
+            return block[off : off + n]
+        n = max(0, min(n, self.size - start))
+        if n <= self.BLOCK // 2:
+            block, off = self.window(start, max(n, 1))
+            return block[off : off + n]
+        return self._pread(start, n, n)
+
+    def window(self, start: int, need: int = 8) -> tuple[bytes, int]:
+        """``(buffer, offset)`` with the file's bytes from ``start`` at
+        ``buffer[offset:]``, at least ``need`` of them (fewer only past
+        ``size``): the cached block when it holds them, else a new block read
+        from ``start``. The framing code parses headers in place with it."""
+        base, block = self._block
+        off = start - base
+        if off >= 0 and off + need <= len(block):
+            return block, off
+        ahead = self.STREAM if 0 <= off <= len(block) + 64 else self.BLOCK
+        block = os.pread(self.fd, ahead, start)
+        if len(block) < need and start + len(block) < self.size:
+            block = self._pread(start, min(max(need, ahead), self.size - start), need)
+        self._block = (start, block)
+        return block, 0
+
+    def _pread(self, start: int, n: int, need: int) -> bytes:
+        data = os.pread(self.fd, n, start)
+        while len(data) < need:  # pread may return less than asked; only 0 means the end
+            more = os.pread(self.fd, n - len(data), start + len(data))
+            if not more:
+                raise self._shrunk(start + len(data))
+            data += more
+        return data
+
+    def _shrunk(self, at: int) -> TruncatedRecordError:
+        try:
+            now = f"{os.fstat(self.fd).st_size:,} bytes now"
+        except OSError:
+            now = "closed"
+        return TruncatedRecordError(
+            f"{self.name}: the file ends at byte {at:,}, but it had {self.size:,} bytes when it "
+            f"was opened ({now}): another program truncated or rewrote it while it was being "
+            "read; open it again once that program has finished"
+        )
+
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        """The first position of ``sub`` in ``[start, end)``, or -1 (as ``bytes.find``)."""
+        end = self.size if end is None else min(end, self.size)
+        step = 1 << 20
+        pos = max(start, 0)
+        while pos + len(sub) <= end:
+            chunk = self.read(pos, min(step + len(sub) - 1, end - pos))
+            hit = chunk.find(sub)
+            if hit != -1:
+                return pos + hit
+            pos += step
+        return -1
+
+    def close(self) -> None:
+        with self._lock:
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+        self._block = (0, b"")
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` cut at ``\\n``, ``\\r\\n`` and ``\\r`` only, as Python's text
+    files (MXNet's ``read_list``) and MXNet's C++ list readers cut it.
+
+    Not ``str.splitlines``, which also cuts at ``\\x0b``, ``\\x0c``,
+    ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028`` and ``\\u2029``: characters a
+    file name may hold, so a name written on one line would come back as two.
+    A last line without a newline counts; the empty piece after a final
+    newline does not.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines

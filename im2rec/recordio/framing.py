@@ -21,9 +21,11 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
+from os import pread as _pread
 from typing import Any
 
 from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
+from .files import FileView
 
 __all__ = [
     "CFLAG_FIRST",
@@ -48,13 +50,33 @@ LENGTH_MASK = MAX_RECORD_SIZE - 1
 CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
 
 _HEAD = struct.Struct("<II")
+_unpack_head = _HEAD.unpack_from
 _PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
 # From this size a record is scanned for magic words with numpy: 4x faster than
 # bytes.find, and worth numpy's import (0.1 s) for image-sized records.
 _VECTOR_SCAN = 1 << 16
 
-#: Anything ``struct.unpack_from`` and slicing accept: bytes, mmap, memoryview.
-Buffer = bytes | bytearray | memoryview | mmap.mmap
+#: What the readers slice: bytes-like objects, or a file read on demand.
+Buffer = bytes | bytearray | memoryview | mmap.mmap | FileView
+
+
+def _words(buf: Buffer, pos: int) -> tuple[int, int]:
+    """The magic and length words at ``pos`` (8 bytes must be there)."""
+    if isinstance(buf, FileView):  # parsed in the view's cached block: no copy, one call
+        block, off = buf.window(pos)
+        if off + 8 > len(block):
+            raise buf._shrunk(pos + len(block) - off)
+        return _unpack_head(block, off)
+    return _unpack_head(buf, pos)
+
+
+def _payload(buf: Buffer, start: int, length: int) -> bytes:
+    if type(buf) is FileView:
+        data = buf.read(start, length)
+        if len(data) < length:
+            raise buf._shrunk(start + len(data))
+        return data
+    return buf[start : start + length]  # type: ignore[return-value]
 
 
 def _head(cflag: int, length: int) -> bytes:
@@ -151,13 +173,32 @@ def _frame_split(data: bytes) -> bytes:
 def read_record(buf: Buffer, pos: int, end: int, name: str) -> tuple[bytes, int]:
     """Decode the record whose first header is at ``pos``.
 
-    Returns the payload (a slice of ``buf``: bytes for bytes/mmap, a view for a
+    Returns the payload (a slice of ``buf``: bytes for bytes/mmap/FileView, a view for a
     memoryview) and the offset of the next record. ``end`` is the size of the
     valid data in ``buf``; ``name`` is the file name used in error messages.
     """
+    if type(buf) is FileView and pos + 8 <= end:
+        # The per-record path of every file reader, inlined: a whole record
+        # inside the view's cached block (or one new block read) is sliced
+        # out with no further call. Anything else takes the general path.
+        base, block = buf._block
+        off = pos - base
+        if off < 0 or off + 8 > len(block):
+            if 0 <= off <= len(block) + 64:  # a walk over small records: read ahead, cache
+                block, off = buf.window(pos)
+            else:  # a jump (random access): one small read, not cached
+                block, off = _pread(buf.fd, buf.BLOCK, pos), 0
+        if off + 8 <= len(block):
+            magic, lrec = _unpack_head(block, off)
+            nxt = pos + 8 + ((lrec + 3) & ~3)
+            if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and nxt <= end:
+                off += 8
+                if off + lrec <= len(block):
+                    return block[off : off + lrec], nxt
+                return _payload(buf, pos + 8, lrec), nxt
     if pos + 8 > end:
         raise _truncated(name, pos, end, "inside a record header")
-    magic, lrec = _HEAD.unpack_from(buf, pos)
+    magic, lrec = _words(buf, pos)
     if magic != MAGIC:
         raise _bad_magic(name, pos, magic)
     length = lrec & LENGTH_MASK
@@ -167,7 +208,7 @@ def read_record(buf: Buffer, pos: int, end: int, name: str) -> tuple[bytes, int]
         raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
     cflag = lrec >> 29
     if cflag == CFLAG_WHOLE:
-        return buf[start : start + length], nxt  # type: ignore[return-value]
+        return _payload(buf, start, length), nxt
     if cflag != CFLAG_FIRST:
         raise RecordFormatError(
             f"{name}: byte {pos:,} is not the start of a record (it is part {cflag} "
@@ -180,14 +221,15 @@ def read_record(buf: Buffer, pos: int, end: int, name: str) -> tuple[bytes, int]
 def _read_split(
     buf: Buffer, head: int, start: int, length: int, nxt: int, end: int, name: str
 ) -> tuple[bytes, int]:
-    parts = [buf[start : start + length]]
+    parts = [_payload(buf, start, length)]
+    total = length
     while True:
         pos = nxt
         if pos + 8 > end:
             raise _truncated(
                 name, pos, end, f"inside the split record that starts at byte {head:,}"
             )
-        magic, lrec = _HEAD.unpack_from(buf, pos)
+        magic, lrec = _words(buf, pos)
         if magic != MAGIC:
             raise _bad_magic(name, pos, magic)
         cflag, length = lrec >> 29, lrec & LENGTH_MASK
@@ -201,8 +243,15 @@ def _read_split(
         nxt = start + ((length + 3) & ~3)
         if nxt > end:
             raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
+        total += 4 + length
+        if total >= MAX_RECORD_SIZE:  # no writer makes one; refused before it is joined
+            raise RecordFormatError(
+                f"{name}: the split record that starts at byte {head:,} holds more than "
+                f"{MAX_RECORD_SIZE - 1:,} bytes, which no RecordIO writer makes; the file is "
+                "damaged or hostile"
+            )
         parts.append(MAGIC_BYTES)
-        parts.append(buf[start : start + length])
+        parts.append(_payload(buf, start, length))
         if cflag == CFLAG_LAST:
             return b"".join(parts), nxt
 
@@ -218,7 +267,7 @@ def iter_heads(buf: Buffer, end: int, name: str, start: int = 0) -> Iterator[tup
             raise _truncated(name, pos, end, "inside a record header")
         head = pos
         while True:
-            magic, lrec = _HEAD.unpack_from(buf, pos)
+            magic, lrec = _words(buf, pos)
             if magic != MAGIC:
                 raise _bad_magic(name, pos, magic)
             cflag = lrec >> 29

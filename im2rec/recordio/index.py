@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import DuplicateKeyError, IndexFormatError, MissingFileError
-from .files import read_regular_file
+from .files import read_regular_file, split_lines
 
 __all__ = ["RecordIndex", "format_index_line", "load_index", "read_index_entries"]
 
@@ -47,7 +47,7 @@ class RecordIndex:
 
     def __init__(
         self,
-        keys: np.ndarray | list[Any],
+        keys: np.ndarray | Sequence[Any],
         offsets: np.ndarray | Sequence[int],
         name: str = "<index>",
     ):
@@ -228,13 +228,13 @@ def _parse_lines(
     offsets: list[int] = []
     linenos: list[int] = []
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         bad_line = data[: exc.start].count(b"\n") + 1
         raise IndexFormatError(
             f"{name}:{bad_line}: not UTF-8 text; an .idx holds `key<TAB>offset` lines"
         ) from exc
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue  # blank lines carry nothing; MXNet raised here, we skip
         fields = line.split("\t")

@@ -1,14 +1,17 @@
-"""Readers over memory-mapped ``.rec`` files.
+"""Readers over ``.rec`` files.
 
-A reader maps the file read-only, so any number of threads may read at once
-(no shared file position) and a forked child keeps using the parent's mapping.
-Pickling sends only the paths (and a loaded index): the copy maps the file
-again on first use, which is what ``DataLoader`` workers under ``spawn`` need.
+A reader reads with ``pread`` through a :class:`~im2rec.recordio.files.FileView`
+(no shared file position), so any number of threads may read at once and a
+forked child keeps using the parent's open file. It does not memory-map the
+file: a mapped file truncated by another process kills the reader with
+SIGBUS, while a short ``pread`` becomes a
+:class:`~im2rec.errors.TruncatedRecordError`. Pickling sends only the paths
+(and a loaded index): the copy opens the file again on first use, which is
+what ``DataLoader`` workers under ``spawn`` need.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -17,23 +20,19 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..errors import MissingFileError, RecordFormatError
-from .files import open_regular
+from .files import FileView, open_regular
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
 
 __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
 
-def _map(path: Path) -> tuple[mmap.mmap | bytes, int]:
+def _open(path: Path) -> FileView:
     try:
         fd, size = open_regular(path, "is a directory, not a .rec file")
     except FileNotFoundError:
         raise MissingFileError(f"{path}: record file not found") from None
-    try:
-        # mmap refuses empty files; an empty .rec is valid and holds nothing.
-        return (mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""), size
-    finally:
-        os.close(fd)
+    return FileView(fd, size, str(path))
 
 
 class RecordReader:
@@ -43,53 +42,51 @@ class RecordReader:
         self.path = Path(os.fsdecode(path))
         self.name = str(self.path)
         self._lock = threading.Lock()
-        self._buf: mmap.mmap | bytes | None = None
-        self._view: memoryview | None = None
+        self._view: FileView | None = None
         self._size = 0
         self._ensure_open()
 
-    def _ensure_open(self) -> mmap.mmap | bytes:
+    def _ensure_open(self) -> FileView:
         with self._lock:
-            if self._buf is None:
-                self._buf, self._size = _map(self.path)
-                self._view = memoryview(self._buf)
-            return self._buf
+            if self._view is None:
+                self._view = _open(self.path)
+                self._size = self._view.size
+            return self._view
 
     @property
     def size(self) -> int:
-        """File size in bytes."""
+        """File size in bytes (when it was opened)."""
         self._ensure_open()
         return self._size
 
     def read_at(self, offset: int, *, copy: bool = True) -> bytes:
         """The record whose first header is at byte ``offset``.
 
-        With ``copy=False`` a whole (unsplit) record comes back as a
-        ``memoryview`` into the mapping: no copy, valid while the reader is.
+        ``copy`` is accepted for compatibility and ignored: records are
+        read into new ``bytes``.
         """
-        buf = self._buf if self._buf is not None else self._ensure_open()
-        if not copy:
-            buf = self._view  # type: ignore[assignment]
-        return read_record(buf, offset, self._size, self.name)[0]
+        view = self._view if self._view is not None else self._ensure_open()
+        return read_record(view, offset, self._size, self.name)[0]
 
     def read_next(self, offset: int) -> tuple[bytes | None, int]:
         """``(record, next_offset)`` for the record at ``offset``, or
         ``(None, offset)`` at the end of the file."""
-        buf = self._buf if self._buf is not None else self._ensure_open()
+        view = self._view if self._view is not None else self._ensure_open()
         if offset >= self._size:
             return None, offset
-        return read_record(buf, offset, self._size, self.name)
+        return read_record(view, offset, self._size, self.name)
 
     def __iter__(self) -> Iterator[bytes]:
         """Every record, in file order."""
-        buf = self._ensure_open()
+        view = self._ensure_open()
         pos, end = 0, self._size
         while pos < end:
-            data, pos = read_record(buf, pos, end, self.name)
+            data, pos = read_record(view, pos, end, self.name)
             yield data
 
-    def mapping(self) -> tuple[mmap.mmap | bytes, int]:
-        """The mapped file and its size, for code that walks frames itself."""
+    def mapping(self) -> tuple[FileView, int]:
+        """The file's bytes (read on demand) and its size, for code that walks
+        frames itself."""
         return self._ensure_open(), self._size
 
     def heads(self) -> Iterator[tuple[int, int]]:
@@ -98,15 +95,9 @@ class RecordReader:
 
     def close(self) -> None:
         with self._lock:
-            buf, view = self._buf, self._view
-            self._buf = self._view = None
+            view, self._view = self._view, None
         if view is not None:
-            view.release()
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:
-                pass  # zero-copy views are still alive; the mapping goes with them
+            view.close()
 
     def __enter__(self) -> RecordReader:
         return self
@@ -121,7 +112,7 @@ class RecordReader:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_lock=None, _buf=None, _view=None, _size=0)
+        state.update(_lock=None, _view=None, _size=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
