@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import ConfigError
-from .imaging import Box, decode_region, opencv_mode
+from .imaging import Box, decode_region, opencv_mode, pixel_limit
 
 __all__ = ["Augmenter"]
 
@@ -86,6 +86,11 @@ class Augmenter:
                 f"data_shape[0] must be 1 (gray), 3 (RGB) or 4 (RGBA) channels, not {shape[0]}"
             )
         object.__setattr__(self, "data_shape", tuple(int(v) for v in shape))
+        if shape[1] * shape[2] > pixel_limit():
+            raise ConfigError(
+                f"data_shape {shape!r} asks for {shape[1] * shape[2]:,} pixels per image, more "
+                f"than the limit of {pixel_limit():,} (PIL.Image.MAX_IMAGE_PIXELS)"
+            )
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
         if self.inter_method not in INTERPOLATION:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,9 @@ from .errors import (
     RecordFormatError,
 )
 from .inspection import Damage, header_at, walk_records
+from .names import ConfinedWriter, relative_name
 from .recordio import RecordReader, load_index, read_record, unpack
+from .recordio.files import read_regular_file, split_lines
 from .recordio.index import format_index_line
 
 __all__ = ["UnpackResult", "merge_recs", "read_class_map", "unpack_rec"]
@@ -38,17 +39,26 @@ _SIGNATURES = (
 
 
 def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
-    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines."""
+    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
+    Each folder must be a relative path (:func:`~im2rec.names.relative_name`):
+    a map is often someone else's file, and its names become folders."""
     classes: dict[int, str] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        text = read_regular_file(path).decode("utf-8-sig")
     except FileNotFoundError:
         raise MissingFileError(f"{path}: class map not found") from None
-    for lineno, line in enumerate(lines, 1):
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
+    for lineno, line in enumerate(split_lines(text), 1):
+        if not line.strip():
+            continue
         label, sep, folder = line.partition("\t")
-        if not sep or not label.strip().isdigit():
+        label = label.strip()
+        if not sep or not (label.isascii() and label.isdigit()):
             raise DatasetError(f"{path}:{lineno}: expected `label<TAB>folder`, got {line!r}")
-        classes[int(label)] = folder
+        if int(label) in classes:
+            raise DatasetError(f"{path}:{lineno}: label {label} is already mapped")
+        classes[int(label)] = relative_name(folder, f"{path}:{lineno}")
     return classes
 
 
@@ -72,6 +82,7 @@ class UnpackResult:
     images: int = 0
     other: int = 0  # payloads that are not image files (written as .bin, not listed)
     skipped: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list, repr=False)  # OUT.lst, in record order
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,40 +121,51 @@ def unpack_rec(
     if not in_place:
         shutil.rmtree(work, ignore_errors=True)  # left by an interrupted run
         work.mkdir(parents=True)
-    result = UnpackResult(out_dir, out_dir.with_name(out_dir.name + ".lst"))
-    lines: list[str] = []
-    used: set[int] = set()
-    free = 0  # ids below this are all used: duplicates take the next free one
-    for head, nxt in _records(reader):
-        header, payload = unpack(read_record(buf, head, nxt, reader.name)[0])
-        labels = header.label.tolist() if header.flag else [header.label]
-        key = header.id
-        if key in used:
-            while free in used:
-                free += 1
-            key = free
-        used.add(key)
-        ext = _extension(payload)
-        if header.flag:
-            folder = "multi-label"
-        elif float(header.label).is_integer():
-            folder = (classes or {}).get(int(header.label), f"{int(header.label)}")
-        else:
-            folder = _label_text(header.label)
-        target = work / folder / f"{key}{ext or '.bin'}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(payload)
-        if ext is None:
-            result.other += 1
-            result.skipped.append(str(out_dir / folder / target.name))
-            continue
-        result.images += 1
-        fields = [str(key), *map(_label_text, labels), f"{folder}/{target.name}"]
-        lines.append("\t".join(fields) + "\n")
+    try:
+        result = _unpack_into(reader, buf, work, out_dir, classes)
+    except BaseException:
+        if not in_place:  # a new folder appears whole or not at all
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     if not in_place:
         os.replace(work, out_dir)
     with AtomicGroup() as group:
-        group.write_text(result.lst, "".join(lines))
+        group.write_text(result.lst, "".join(result.lines))
+    return result
+
+
+def _unpack_into(
+    reader: RecordReader, buf: Any, work: Path, out_dir: Path, classes: dict[int, str] | None
+) -> UnpackResult:
+    result = UnpackResult(out_dir, out_dir.with_name(out_dir.name + ".lst"))
+    used: set[int] = set()
+    free = 0  # ids below this are all used: duplicates take the next free one
+    with ConfinedWriter(work) as files:
+        for head, nxt in _records(reader):
+            header, payload = unpack(read_record(buf, head, nxt, reader.name)[0])
+            labels = header.label.tolist() if header.flag else [header.label]
+            key = header.id
+            if key in used:
+                while free in used:
+                    free += 1
+                key = free
+            used.add(key)
+            ext = _extension(payload)
+            if header.flag:
+                folder = "multi-label"
+            elif float(header.label).is_integer():
+                folder = (classes or {}).get(int(header.label), f"{int(header.label)}")
+            else:
+                folder = _label_text(header.label)
+            name = f"{folder}/{key}{ext or '.bin'}"
+            files.write(name, payload)
+            if ext is None:
+                result.other += 1
+                result.skipped.append(str(out_dir / name))
+                continue
+            result.images += 1
+            fields = [str(key), *map(_label_text, labels), name]
+            result.lines.append("\t".join(fields) + "\n")
     return result
 
 
@@ -179,22 +201,27 @@ def merge_recs(
     target = Path(out)
     keys: list[Any] = []
     offsets: list[np.ndarray] = []
+    owner: dict[Any, Path] = {}  # key -> the input it came from
     base = 0
     for path in map(Path, inputs):
         if not path.exists():
             raise MissingFileError(f"{path}: record file not found")
         index = load_index(path.with_suffix(".idx"))
         _check_whole(path, index.offsets)
-        keys.extend(index.key_list())
+        these = index.key_list()
+        if not renumber:
+            for key in these:
+                first = owner.setdefault(key, path)
+                if first is not path:
+                    raise DuplicateKeyError(
+                        f"key {key!r} is in both {first.with_suffix('.idx')} and "
+                        f"{path.with_suffix('.idx')}; pass --renumber to use 0..N-1"
+                    )
+        keys.extend(these)
         offsets.append(index.offsets + base)
         base += path.stat().st_size
     if renumber:
         keys = list(range(len(keys)))
-    elif len(set(keys)) != len(keys):
-        dup = next(k for k, n in Counter(keys).items() if n > 1)
-        raise DuplicateKeyError(
-            f"key {dup!r} is in more than one input; pass --renumber to use 0..N-1"
-        )
     all_offsets = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
     with AtomicGroup() as group:
         with open(group.temp_path(target), "wb") as dst:

@@ -17,6 +17,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
     ├── MissingFileError (FileNotFoundError)
     ├── ModeError (AssertionError)          read on a writer, write on a reader, use after close
     ├── ImageCodecError (ValueError)        an image could not be encoded or decoded
+    │   └── ImageTooLargeError              more pixels than the limit (a bomb, or an output size)
     ├── ConfigError (ValueError)            option values that do not fit together (CLI: exit 2)
     │   └── UnknownOptionError (TypeError)  a keyword argument im2rec does not know
     └── DatasetError                        an input folder or list cannot be used as it is
@@ -29,6 +30,7 @@ __all__ = [
     "DatasetError",
     "DuplicateKeyError",
     "ImageCodecError",
+    "ImageTooLargeError",
     "Im2RecError",
     "IndexFormatError",
     "MissingFileError",
@@ -78,6 +80,17 @@ class ModeError(Im2RecError, AssertionError):
 
 class ImageCodecError(Im2RecError, ValueError):
     """An image could not be encoded or decoded."""
+
+
+class ImageTooLargeError(ImageCodecError):
+    """An image, or the image an operation would make from it, has more
+    pixels than :func:`im2rec.imaging.pixel_limit` allows. ``output`` tells
+    which: False for the stored image (a decompression bomb), True for a
+    result (an extreme aspect ratio resized, a contact sheet)."""
+
+    def __init__(self, message: str, *, output: bool = False):
+        super().__init__(message)
+        self.output = output
 
 
 class ConfigError(Im2RecError, ValueError):

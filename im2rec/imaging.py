@@ -22,23 +22,45 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError, features
 
-from .errors import ImageCodecError
+from .errors import ImageCodecError, ImageTooLargeError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are made: transcoding needs none
     import numpy as np
 
 __all__ = [
+    "ROTATED",
     "backend_info",
     "decode_bgr",
     "decode_bgr_or_none",
     "decode_region",
     "encode_bgr",
+    "exif_orientation",
     "open_image",
     "opencv_mode",
+    "pixel_limit",
 ]
 
 #: What Pillow raises for data that is not a readable image.
 DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
+_PILLOW_DEFAULT_LIMIT = 89_478_485  # Pillow's MAX_IMAGE_PIXELS: 0x4000 * 0x4000 * 4 // 3
+
+
+def pixel_limit() -> int:
+    """The most pixels an image may have, stored or made: Pillow's
+    ``Image.MAX_IMAGE_PIXELS`` (about 89 million, 268 MB as RGB), which a
+    program may raise. Setting it to None does not lift this limit."""
+    return int(Image.MAX_IMAGE_PIXELS or _PILLOW_DEFAULT_LIMIT)
+
+
+def check_pixels(size: tuple[int, int], what: str, *, output: bool = False) -> None:
+    """Raise :class:`ImageTooLargeError` when ``size`` is over :func:`pixel_limit`."""
+    limit = pixel_limit()
+    if size[0] * size[1] > limit:
+        raise ImageTooLargeError(
+            f"{what} of {size[0]:,}x{size[1]:,} pixels is more than the limit of {limit:,} "
+            "(PIL.Image.MAX_IMAGE_PIXELS): refused before any memory is taken for it",
+            output=output,
+        )
 
 
 def backend_info() -> dict[str, Any]:
@@ -151,11 +173,13 @@ def decode_bgr(data: bytes | bytearray | memoryview, iscolor: int = -1) -> np.nd
     """
     _check_iscolor(iscolor)
     try:
-        im = Image.open(io.BytesIO(data))
+        im = open_image(data)
         if iscolor == 0 and im.format == "JPEG":
             im.draft("L", im.size)  # libjpeg's own luma plane, like OpenCV
         im.load()
         return _convert(im, iscolor)
+    except ImageCodecError:
+        raise
     except DECODE_ERRORS as exc:
         raise ImageCodecError(f"cannot decode image ({len(data):,} bytes): {exc}") from exc
 
@@ -225,8 +249,21 @@ def _convert(im: Image.Image, iscolor: int) -> np.ndarray:
 # -- re-encoding for packing ---------------------------------------------------
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
-_ROTATED = {5, 6, 7, 8}  # EXIF orientations that swap width and height
+ROTATED = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
 _ORIENTATION = 0x0112
+
+
+def exif_orientation(im: Image.Image) -> int:
+    """The EXIF orientation (1-8) of an opened image; 1 when there is none
+    or it is not a valid value. Every reader that decodes pixels applies it
+    for colour and gray output (as OpenCV's ``imread``/``imdecode`` with
+    flags 1 and 0, and so MXNet's ``ImageRecordIter``, ``unpack_img`` and
+    ``im2rec.py`` do); output "as stored" (-1) and raw bytes keep it."""
+    try:
+        value = im.getexif().get(_ORIENTATION, 1)
+    except DECODE_ERRORS:  # a damaged EXIF block: the pixels may still be fine
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
 def im2rec_geometry(
@@ -301,30 +338,47 @@ def decode_region(
     """
     try:
         source = open_image(data)
-        orientation = source.getexif().get(_ORIENTATION, 1) if color != -1 else 1
+        orientation = exif_orientation(source) if color != -1 else 1
         raw_w, raw_h = source.size
-        rotated = orientation in _ROTATED
+        rotated = orientation in ROTATED
         width, height = (raw_h, raw_w) if rotated else (raw_w, raw_h)
         box, size = plan(width, height)
+        check_pixels(size, "the resized image", output=True)
         _draft(source, color, (width, height), box, size, rotated)
         source.load()
         im: Image.Image = ImageOps.exif_transpose(source) if orientation != 1 else source
         return _crop_resize(opencv_mode(im, color), (width, height), box, size, resample)
+    except ImageCodecError:
+        raise
     except UnidentifiedImageError as exc:
         raise ImageCodecError("not an image format Pillow can read") from exc
     except DECODE_ERRORS as exc:
         raise ImageCodecError(f"cannot decode image: {exc}") from exc
 
 
-def open_image(data: bytes | memoryview) -> Image.Image:
-    """``Image.open`` on in-memory bytes (lazy: only the header is read)."""
+def open_image(data: bytes | bytearray | memoryview) -> Image.Image:
+    """``Image.open`` on in-memory bytes (lazy: only the header is read),
+    refusing an image over :func:`pixel_limit` before it is decoded
+    (:class:`ImageTooLargeError`). Other damage raises what Pillow raises
+    (see ``DECODE_ERRORS``)."""
     # Name the format when the signature gives it away: Pillow then skips
     # probing its other plugins (a measurable share of a small image's time).
     if data[:3] == b"\xff\xd8\xff":
-        return Image.open(io.BytesIO(data), formats=("JPEG",))
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        return Image.open(io.BytesIO(data), formats=("PNG",))
-    return Image.open(io.BytesIO(data))
+        formats: tuple[str, ...] | None = ("JPEG",)
+    elif data[:8] == b"\x89PNG\r\n\x1a\n":
+        formats = ("PNG",)
+    else:
+        formats = None
+    try:
+        im = Image.open(io.BytesIO(data), formats=formats)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # The warning arrives as an exception where warnings are errors.
+        raise ImageTooLargeError(
+            f"an image with more than the limit of {pixel_limit():,} pixels "
+            f"(PIL.Image.MAX_IMAGE_PIXELS), a decompression bomb: {exc}"
+        ) from exc
+    check_pixels(im.size, "an image")
+    return im
 
 
 def _draft(

@@ -159,12 +159,13 @@ class ImageRecordIter:
             "inline" if workers <= 1 else "processes" if fork_is_safe() else "threads"
         )
         self._executor = None if workers <= 1 else LocalExecutor(workers)
-        # Threads and the inline path share one mapping of the file (mmap
-        # reads need no lock); worker processes map it themselves.
+        # Threads and the inline path share one reader (pread needs no lock);
+        # worker processes open the file themselves.
         self._reader = None if self.worker_kind == "processes" else RecordReader(self.path_imgrec)
         slots = max(1, prefetch, workers) if workers > 1 else 1
         self._free = deque(range(slots))
         size = slots * self.layout.slot_bytes
+        _check_memory(size, slots)
         self._shm = None
         if self.worker_kind == "processes":
             self._shm = shared_memory.SharedMemory(create=True, size=size)
@@ -355,6 +356,22 @@ class ImageRecordIter:
         return (
             f"ImageRecordIter({self.path_imgrec!r}, {self.num_records} records, "
             f"batch_size={self.batch_size}, epoch={self.epoch})"
+        )
+
+
+def _check_memory(size: int, slots: int) -> None:
+    """Refuse a batch ring larger than half of this machine's memory before
+    allocating it: batch_size, data_shape and label_width are options, and a
+    typo must not make the machine swap or the kernel kill the process."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no bound to compare with
+        return
+    if size > memory // 2:
+        raise ConfigError(
+            f"{slots} batches in flight need {size / 2**30:,.1f} GiB, more than half of this "
+            f"machine's {memory / 2**30:,.1f} GiB; use a smaller batch_size or data_shape, or "
+            "fewer preprocess_threads / prefetch_buffer"
         )
 
 

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
-from .lstfile import class_map_text, lst_text, printable
+from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -135,13 +135,13 @@ def scan_folder(
     for rel_dir, names in _walk(root_s, options):
         folders += 1
         prefix = "" if rel_dir == "." else f"{rel_dir}{os.sep}"
-        bad_dir = bool(prefix) and (_bad_chars(rel_dir) or rel_dir[0].isspace())
+        bad_dir = bool(prefix) and (bad_chars(rel_dir) or rel_dir[0].isspace())
         label = -1
         for name in names:
             path = prefix + name
             # Fast path: printable names without edge whitespace are safe.
             plain = name.isprintable() and not name[-1].isspace() and (prefix or name[0] != " ")
-            if bad_dir or (not plain and _unsafe(path)):
+            if bad_dir or (not plain and cannot_carry(path)):
                 unsafe.append(path)
                 continue
             if label < 0:
@@ -226,23 +226,6 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir()
     except OSError:
         return False
-
-
-def _bad_chars(text: str) -> bool:
-    if "\t" in text or "\n" in text or "\r" in text:
-        return True
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # undecodable bytes arrive as surrogates
-        return True
-    return False
-
-
-def _unsafe(path: str) -> bool:
-    """A ``.lst`` line is TAB-separated, one per line, fields stripped, UTF-8."""
-    return _bad_chars(path) or path[0].isspace() or path[-1].isspace()
 
 
 def _drop_small_classes(scan: Scan, minimum: int) -> Scan:
@@ -377,7 +360,7 @@ def make_lists(
     prefix_s = os.fspath(prefix)
     names = {kind: f"{prefix_s}.{kind}" for kind in ("classes.tsv", "lists.json", "skipped.tsv")}
     os.makedirs(os.path.dirname(prefix_s) or ".", exist_ok=True)
-    stale = _previous_lists(names["lists.json"])
+    stale = _previous_lists(names["lists.json"], prefix_s)
     lists: list[tuple[str, int]] = []
     label_texts = [f"{label:f}" for label in range(len(scan.classes))]
     with AtomicGroup() as group:
@@ -399,18 +382,30 @@ def make_lists(
     return result
 
 
-def _previous_lists(manifest: str) -> set[str]:
+def _previous_lists(manifest: str, prefix: str) -> set[str]:
+    """The lists (and skipped report) a previous run recorded in ``manifest``:
+    only ``PREFIX*.lst`` and ``PREFIX.skipped.tsv`` beside it, whatever else
+    the file names (it may be someone else's), are ever removed."""
     try:
         with open(manifest, encoding="utf-8") as f:
             old = json.load(f)
-        folder = os.path.dirname(manifest)
         paths = [item["path"] for item in old.get("lists", [])]
         if old.get("skipped_report"):
             paths.append(old["skipped_report"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return set()
-    # only files beside the manifest, never anything elsewhere
-    return {p for p in paths if isinstance(p, str) and os.path.dirname(p) == folder}
+    folder, stem = os.path.split(prefix)
+
+    def ours(p: object) -> bool:
+        if not isinstance(p, str) or os.path.dirname(p) != folder:
+            return False
+        name = os.path.basename(p)
+        rest = name[len(stem) :]
+        return name.startswith(stem) and (
+            rest == ".skipped.tsv" or (rest.endswith(".lst") and "/" not in rest)
+        )
+
+    return {p for p in paths if ours(p)}
 
 
 def _options_dict(options: ListOptions) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Reading packed datasets back for training: a map-style dataset.
 
 :class:`RecordDataset` is what ``torch.utils.data.DataLoader`` needs (``len``
-and ``ds[i]``) without importing torch. It holds a memory-mapped reader that
-pickles as paths plus the loaded index, so each ``DataLoader`` worker, under
-``fork`` or ``spawn``, maps the file again on first use.
+and ``ds[i]``) without importing torch. It holds a reader that pickles as
+paths plus the loaded index, so each ``DataLoader`` worker, under ``fork`` or
+``spawn``, opens the file again on first use.
 
 InsightFace's MS1M/Glint360K files put a header record at key 0 whose two
 labels are ``(first identity key, end of identity keys)``: the images are
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from PIL import UnidentifiedImageError
+from PIL import ImageOps, UnidentifiedImageError
 
-from .errors import ImageCodecError
-from .imaging import DECODE_ERRORS, open_image
+from .errors import ImageCodecError, ImageTooLargeError
+from .imaging import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from .recordio import IndexedRecordReader, unpack
 
 __all__ = ["RecordDataset"]
@@ -150,19 +150,26 @@ class RecordDataset:
 
     def _codec_error(self, key: Any, why: object) -> ImageCodecError:
         offset = self.reader.index.offset_of(key)
-        return ImageCodecError(
+        message = (
             f"{self.reader.name}: the image of key {key!r} (byte {offset:,}) does not decode: {why}"
         )
+        if isinstance(why, ImageTooLargeError):  # keeps its kind: a bomb is not damage
+            return ImageTooLargeError(message, output=why.output)
+        return ImageCodecError(message)
 
     def _decode(self, payload: bytes, key: Any) -> Any:
         try:
             im = open_image(payload)
+            orientation = exif_orientation(im)
             if self.min_size is not None and im.format == "JPEG":
                 # DCT-domain downscaling: the smallest 1/2, 1/4 or 1/8 scale
                 # that keeps both sides at least min_size (several times
                 # faster than decoding in full and resizing)
-                im.draft("RGB", self.min_size)
+                w, h = self.min_size
+                im.draft("RGB", (h, w) if orientation in ROTATED else (w, h))
             im.load()
+            if orientation != 1:  # as MXNet's ImageRecordIter and OpenCV's imread do
+                im = ImageOps.exif_transpose(im)
             rgb = im if im.mode == "RGB" else im.convert("RGB")
         except DECODE_ERRORS as exc:
             why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc

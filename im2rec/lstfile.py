@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
-from .recordio.files import read_regular_file
+from .recordio.files import read_regular_file, split_lines
 
 __all__ = [
     "ListItem",
+    "bad_chars",
+    "cannot_carry",
     "class_map_text",
     "find_lists",
     "find_root",
@@ -29,6 +32,9 @@ __all__ = [
     "printable",
     "read_lst",
 ]
+
+
+_FLOAT32 = struct.Struct("<f")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +52,14 @@ def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
     not ``index<TAB>label...<TAB>path`` raises :class:`DatasetError`."""
     name = os.fspath(path)
     try:
-        text = read_regular_file(name).decode("utf-8")
+        text = read_regular_file(name).decode("utf-8-sig")  # a BOM (Windows editors) is not text
     except FileNotFoundError:
         raise MissingFileError(f"{name}: list file not found") from None
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from exc
     items: list[ListItem] = []
     seen: dict[int, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(split_lines(text), 1):
         fields = [f.strip() for f in raw.strip().split("\t")]
         if fields == [""]:
             continue
@@ -65,6 +71,13 @@ def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
         try:
             key = int(fields[0])
             labels = tuple(float(v) for v in fields[1:-1])
+            for value in labels:
+                _FLOAT32.pack(value)  # OverflowError past float32, as pack() would raise later
+        except OverflowError:
+            raise DatasetError(
+                f"{name}:{lineno}: a label does not fit float32 (largest about 3.4e38), and "
+                "records store labels as float32; fix the line"
+            ) from None
         except ValueError as exc:
             raise DatasetError(
                 f"{name}:{lineno}: {exc}; the index must be an integer and labels numbers"
@@ -146,6 +159,28 @@ def find_root(lst: Path) -> Path:
 
 
 # -- writing -------------------------------------------------------------
+
+
+def bad_chars(text: str) -> bool:
+    """Whether ``text`` holds what no ``.lst`` line can: a TAB (the field
+    separator), a newline or carriage return (the line separators, see
+    :func:`~im2rec.recordio.files.split_lines`), or undecodable bytes (the
+    file is UTF-8)."""
+    if "\t" in text or "\n" in text or "\r" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes arrive as surrogates
+        return True
+    return False
+
+
+def cannot_carry(path: str) -> bool:
+    """Whether a ``.lst`` line cannot carry ``path`` as its last field:
+    :func:`bad_chars`, or whitespace at either end (readers strip fields)."""
+    return not path or bad_chars(path) or path[0].isspace() or path[-1].isspace()
 
 
 def format_lst_line(entry: tuple[int, int, str]) -> str:

@@ -31,7 +31,14 @@ from typing import Any
 
 from . import __version__
 from .atomic import AtomicGroup, exclusive
-from .errors import ConfigError, DatasetError, Im2RecError, ImageCodecError, MissingFileError
+from .errors import (
+    ConfigError,
+    DatasetError,
+    Im2RecError,
+    ImageCodecError,
+    ImageTooLargeError,
+    MissingFileError,
+)
 from .executors import LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
@@ -50,6 +57,7 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
+MAX_SIDE = 65_535
 
 
 @dataclass(frozen=True)
@@ -69,8 +77,11 @@ class PackOptions:
             raise ConfigError(f"--encoding must be .jpg or .png, got {self.encoding!r}")
         if self.color not in (-1, 0, 1):
             raise ConfigError(f"--color must be 1, 0 or -1, got {self.color}")
-        if self.resize < 0:
-            raise ConfigError(f"--resize must be 0 (keep) or a positive size, got {self.resize}")
+        if not 0 <= self.resize <= MAX_SIDE:
+            raise ConfigError(
+                f"--resize must be 0 (keep) or a size up to {MAX_SIDE:,} (the most a JPEG "
+                f"side can be), got {self.resize}"
+            )
         if not 0 <= self.quality <= 100:
             raise ConfigError(f"--quality must be between 0 and 100, got {self.quality}")
         if self.pass_through:
@@ -96,7 +107,9 @@ class PackOptions:
 class Failure:
     """Why one image was not packed."""
 
-    reason: str  # missing | unreadable | undecodable | decompression-bomb | record-too-large
+    #: missing | unreadable | undecodable | decompression-bomb | output-too-large |
+    #: record-too-large
+    reason: str
     detail: str
 
 
@@ -161,11 +174,10 @@ def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
                 data, color=o.color, resize=o.resize, center_crop=o.center_crop,
                 img_fmt=o.encoding, quality=o.quality,
             )  # fmt: skip
-    except (ImageCodecError, Image.DecompressionBombWarning) as exc:
-        cause = exc.__cause__ if isinstance(exc, ImageCodecError) else exc
-        bomb = isinstance(cause, Image.DecompressionBombError | Image.DecompressionBombWarning)
-        detail = str(cause) if bomb else str(exc)
-        return Failure("decompression-bomb" if bomb else "undecodable", detail)
+    except ImageTooLargeError as exc:
+        return Failure("output-too-large" if exc.output else "decompression-bomb", str(exc))
+    except ImageCodecError as exc:
+        return Failure("undecodable", str(exc))
 
 
 _KEPT = "the partial output is kept: run the same command with --resume to continue"

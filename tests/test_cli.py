@@ -91,8 +91,8 @@ def test_an_output_folder_that_does_not_exist(tmp_path: Path) -> None:
     PIL.Image.new("RGB", (8, 8)).save(jpeg, "JPEG")
     with IndexedRecordWriter(tmp_path / "d.rec") as w:
         w.write_key(0, pack((0, 1.0, 0, 0), jpeg.getvalue()))
-    for command in ("index", "show"):
-        target = tmp_path / "missing" / "out"
+    for command, name in (("index", "out.idx"), ("show", "out.png")):
+        target = tmp_path / "missing" / name
         result = CliRunner().invoke(main, [command, str(tmp_path / "d.rec"), "-o", str(target)])
         assert result.exit_code == 1, result.output
         assert isinstance(result.exception, SystemExit)  # handled: no traceback

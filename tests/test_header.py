@@ -59,7 +59,12 @@ def test_array_label_layout() -> None:
         ("1.5", 1, None, [1.5]),
         ([], 0, 0.0, None),
         (np.arange(6).reshape(2, 3), 6, None, [0, 1, 2, 3, 4, 5]),
-        ([0.1, 1e40], 2, None, [float(np.float32(0.1)), float("inf")]),
+        (
+            [0.1, float("inf"), float("-inf")],
+            3,
+            None,
+            [float(np.float32(0.1)), float("inf"), float("-inf")],
+        ),
     ],
 )
 def test_label_rules(
@@ -71,6 +76,20 @@ def test_label_rules(
         assert isinstance(header.label, float) and header.label == header_label
     else:
         assert header.label.tolist() == labels
+
+
+@pytest.mark.parametrize("label", [1e40, -1e39, [0.1, 1e40], np.array([1e300]), "abc"])
+def test_labels_that_float32_cannot_hold_are_refused(label: object) -> None:
+    # MXNet stored [0.1, 1e40] as [0.1, inf] without a word: silently wrong data
+    with pytest.raises(RecordFormatError, match="float32|must be numbers"):
+        pack(IRHeader(0, label, 1, 0), b"x")
+
+
+@pytest.mark.parametrize("payload", [5, "text", None, [1, 2]])
+def test_payload_must_be_bytes(payload: object) -> None:
+    # MXNet's `bytes + payload` raised TypeError; bytes(5) would store five zeros
+    with pytest.raises(TypeError, match="pack\\(\\) stores bytes after the header"):
+        pack(IRHeader(0, 1.0, 1, 0), payload)  # type: ignore[arg-type]
 
 
 def test_none_label_becomes_nan() -> None:
@@ -134,8 +153,3 @@ def test_missing_labels_are_a_clear_error() -> None:
         RecordFormatError, match="says 3 float32 labels follow, but the record holds only 30"
     ):
         unpack(broken)
-
-
-def test_payload_must_be_bytes() -> None:
-    with pytest.raises(TypeError):
-        pack((0, 1, 0, 0), "text")  # type: ignore[arg-type]

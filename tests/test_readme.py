@@ -52,7 +52,7 @@ def _run(code: str, cwd: Path) -> str:
         (
             "from im2rec.recordio import IndexedRecordWriter",
             "assert len(reader) == 50 and reader.keys[:3] == [0, 1, 2]\n"
-            "assert unpack(view)[0].id == 42 and bytes(unpack(view)[1]) == samples[42][1]\n"
+            "assert header.id == 42 and jpeg == samples[42][1]\n"
             "assert sum(1 for _ in RecordReader('train.rec')) == 50\n",
         ),
     ],

@@ -148,9 +148,16 @@ def _summary(r: ImagenetResult) -> None:
         )
     if r.odd_images:
         kinds = sorted({o.kind for o in r.odd_images})
-        action = r.odd_images[0].action
+        broken = [o for o in r.odd_images if o.action.startswith("not ")]
+        action = r.odd_images[0].action if not broken else "re-encoded"
         console.print(
             f"  {len(r.odd_images)} odd image(s) ({', '.join(kinds)}) {action}; listed in "
             f"{r.target / 'odd_images.tsv'}",
             markup=False,
         )
+        for odd in broken:
+            console.print(
+                f"  {odd.path} could not be re-encoded and was kept as it is: {odd.action}; "
+                "check or replace that file (training readers may fail on it)",
+                markup=False,
+            )

@@ -22,7 +22,7 @@ __all__ = ["read_mat"]
 MI_MATRIX, MI_COMPRESSED = 14, 15
 #: The devkit's meta.mat is about 2 MB unpacked; a compressed element that
 #: inflates past this is damage or a zip bomb, not a devkit.
-MAX_INFLATED = 256 << 20
+MAX_INFLATED = 64 << 20
 _NUMERIC = {
     1: "i1",
     2: "u1",

@@ -29,6 +29,7 @@ from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
 from ..lstfile import format_lst_line
 from ..packing import PackOptions, pack_list
+from ..recordio.files import split_lines
 from .tarstream import Member, OddImage, extract_train, extract_val, list_members
 from .valmap import ValMap, bundled_val_map, load_devkit, load_val_map
 
@@ -125,6 +126,11 @@ def prepare_imagenet(opts: ImagenetOptions, on_progress: Progress | None = None)
             f"{exc.filename or staging}: {exc.strerror or exc}; the work so far is kept in "
             f"{staging}: fix this (free space, permissions), then run the same command with "
             "--resume"
+        ) from None
+    except DatasetError as exc:  # found inside a class tar, which is read only now
+        raise DatasetError(
+            f"{exc}; the classes extracted so far are kept in {staging}: with a good archive, "
+            "run the same command with --resume to continue (or delete it)"
         ) from None
     result.odd_images = _odd_report(staging / "odd_images.partial.tsv", staging / "odd_images.tsv")
     result.seconds = time.perf_counter() - t0
@@ -359,7 +365,7 @@ def _rec_summary(rec: Path) -> dict[str, Any]:
 
 def _odd_report(log: Path, report: Path) -> list[OddImage]:
     seen: dict[str, OddImage] = {}
-    for line in log.read_text(encoding="utf-8").splitlines():
+    for line in split_lines(log.read_text(encoding="utf-8")):
         path, kind, action = line.split("\t")
         seen[path] = OddImage(path, kind, action)
     odd = sorted(seen.values(), key=lambda o: o.path)

@@ -20,13 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from ..errors import DatasetError
+from ..errors import DatasetError, ImageCodecError
+from ..imaging import DECODE_ERRORS, open_image
+from ..lstfile import cannot_carry, printable
+from ..recordio.writer import write_all
 
 __all__ = ["Member", "OddImage", "extract_train", "extract_val", "list_members", "sniff"]
 
 Progress = Callable[[int], None]  # bytes of the archive consumed since the last call
+#: Every file is read whole (to sniff, and to fix odd ones); the largest
+#: ILSVRC2012 image is about 15 MB. Larger members are refused, so a hostile
+#: tar cannot make each extraction thread hold gigabytes.
+MAX_MEMBER = 64 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True)
@@ -35,11 +41,12 @@ class OddImage:
 
     path: str  # relative to the target, e.g. train/n02105855/n02105855_2933.JPEG
     kind: str  # png | cmyk-jpeg
-    action: str  # kept | re-encoded
+    action: str  # kept | re-encoded | not re-encoded (why): kept as it is
 
 
-def safe_name(member: tarfile.TarInfo, archive: str) -> str | None:
-    """The member's relative name; None for entries to skip."""
+def safe_name(member: tarfile.TarInfo, archive: str, outer: bool = False) -> str | None:
+    """The member's relative name; None for entries to skip. ``outer``: a
+    member of the train tar (a class tar, read in place, not whole)."""
     name = member.name
     while name.startswith("./"):
         name = name[2:]
@@ -55,7 +62,29 @@ def safe_name(member: tarfile.TarInfo, archive: str) -> str | None:
         raise DatasetError(f"{where} is a device or special file; refusing the archive")
     if name.startswith("/") or ".." in name.split("/"):
         raise DatasetError(f"{where} would be written outside the target; refusing the archive")
+    if any(cannot_carry(part) for part in name.split("/")):
+        raise DatasetError(
+            f"{where} has a TAB, a newline, whitespace at an end or bytes that are not UTF-8 in "
+            "its name, which the .lst files made from it cannot hold; refusing the archive (the "
+            "official ILSVRC2012 tars have none: check the download with --checksum)"
+        )
+    if member.size > MAX_MEMBER and not outer:
+        raise DatasetError(
+            f"{where} is {member.size:,} bytes; no ILSVRC2012 file is larger than "
+            f"{MAX_MEMBER >> 20} MiB, and each is read whole: refusing the archive"
+        )
     return name
+
+
+def _unique(name: str, seen: set[str], where: str) -> None:
+    """Refuse a second member of the same name: which copy ends up on disk
+    would depend on the order the threads write them."""
+    if name in seen:
+        raise DatasetError(
+            f"{where}: member {name!r} appears twice; an archive with two files of one name "
+            "is ambiguous (which is the image?): refusing it"
+        )
+    seen.add(name)
 
 
 @dataclass(frozen=True)
@@ -70,12 +99,17 @@ class Member:
 def list_members(path: Path) -> list[Member]:
     """Every file of a tar, reading headers only (checked by :func:`safe_name`)."""
     out = []
+    seen: set[str] = set()
     try:
         with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             for member in tar:
-                name = safe_name(member, path.name)
+                name = safe_name(member, path.name, outer=True)
                 if name is not None:
+                    _unique(name, seen, str(path))
                     out.append(Member(name, member.offset_data, member.size))
+                # headers are kept in `out`; 1.3 million TarInfos are not (`members`
+                # is a plain list, left out of typeshed)
+                tar.members.clear()  # type: ignore[attr-defined]
             _check_zero_tail(f.fileno(), 0, tar.offset, os.fstat(f.fileno()).st_size, str(path))
     except tarfile.TarError as exc:
         raise DatasetError(f"{path}: not a readable tar file ({exc})") from None
@@ -118,10 +152,17 @@ def sniff(data: bytes) -> str | None:
 
 
 def reencode(data: bytes) -> bytes:
-    """An RGB JPEG (quality 95) of an odd image."""
-    with Image.open(io.BytesIO(data)) as im:
-        out = io.BytesIO()
-        im.convert("RGB").save(out, "JPEG", quality=95)
+    """An RGB JPEG (quality 95) of an odd image. Raises
+    :class:`~im2rec.errors.ImageCodecError` (for a decompression bomb
+    :class:`~im2rec.errors.ImageTooLargeError`) when it cannot be read."""
+    try:
+        with open_image(data) as im:
+            out = io.BytesIO()
+            im.convert("RGB").save(out, "JPEG", quality=95)
+    except ImageCodecError:
+        raise
+    except DECODE_ERRORS as exc:
+        raise ImageCodecError(f"cannot decode it: {exc}") from exc
     return out.getvalue()
 
 
@@ -157,21 +198,31 @@ class _Slice(io.RawIOBase):
 
 
 def _place(data: bytes, rel: str, fix: bool, on_odd: Callable[[OddImage], None]) -> bytes:
+    """The bytes to write for a file: odd images are reported, and with
+    ``fix`` re-encoded; one that cannot be (damaged, or a decompression
+    bomb) is kept as it is and reported so, instead of stopping the run."""
     kind = sniff(data)
-    if kind is not None:
-        on_odd(OddImage(rel, kind, "re-encoded" if fix else "kept"))
-        if fix:
-            return reencode(data)
-    return data
+    if kind is None:
+        return data
+    if not fix:
+        on_odd(OddImage(rel, kind, "kept"))
+        return data
+    try:
+        fixed = reencode(data)
+    except ImageCodecError as exc:
+        why = printable(str(exc)).replace("\t", " ")
+        on_odd(OddImage(rel, kind, f"not re-encoded ({why}): kept as it is"))
+        return data
+    on_odd(OddImage(rel, kind, "re-encoded"))
+    return fixed
 
 
 def _write(path: Path, data: bytes) -> None:
-    # os-level calls: no Python file object per image (1.3 million of them)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # os-level calls: no Python file object per image (1.3 million of them);
+    # O_NOFOLLOW: the folders are our own, and a link in them is not followed
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, [data])
     finally:
         os.close(fd)
 
@@ -237,12 +288,15 @@ def _extract_class(
     stream = io.BufferedReader(_Slice(fd, member.offset, member.size), 1 << 20)
     try:
         with tarfile.open(fileobj=stream, mode="r:") as inner:
+            seen: set[str] = set()
             for info in inner:
                 name = safe_name(info, inner_name)
+                inner.members.clear()  # type: ignore[attr-defined]
                 if name is None:
                     continue
                 if "/" in name:
                     raise DatasetError(f"{inner_name}: unexpected folder in {name!r}")
+                _unique(name, seen, inner_name)
                 f = inner.extractfile(info)
                 assert f is not None  # a regular file, checked by safe_name
                 data = _place(f.read(), f"train/{wnid}/{name}", fix_odd, on_odd)

@@ -19,9 +19,9 @@ truth, whose IDs are 1-based devkit IDs, not sorted-WNID order).
 
 from __future__ import annotations
 
-import gzip
 import io
 import pickle
+import pickletools
 import re
 import tarfile
 import zlib
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError
+from ..recordio.files import split_lines
 from .matfile import MAX_INFLATED, read_mat
 
 __all__ = ["BUNDLED", "ValMap", "bundled_val_map", "load_devkit", "load_val_map"]
@@ -43,6 +44,13 @@ NAME = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG\Z")
 WNID = re.compile(r"n\d{8}\Z")
 DEVKIT_META = "ILSVRC2012_devkit_t12/data/meta.mat"
 DEVKIT_TRUTH = "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt"
+#: Bounds for files made by others, checked before anything grows past them:
+#: GluonCV's map is 0.7 MB gzipped, 3.5 MB and 403,012 pickle opcodes inside.
+MAX_VAL_MAP = 16 << 20  # bytes, on disk and once inflated
+MAX_PICKLE_OPS = 1_000_000  # each can make one object: this bounds the memory a pickle takes
+VAL_IMAGES = 50_000
+#: The devkit holds about a dozen files; a member this large, or this many, is not it.
+MAX_DEVKIT_MEMBERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,10 @@ def _checked(pairs: list[tuple[str, str]], source: str) -> ValMap:
     formed; the full set is 1,000 classes of 50."""
     if not pairs:
         raise DatasetError(f"{source}: the val map is empty")
+    if len(pairs) > VAL_IMAGES:
+        raise DatasetError(
+            f"{source}: {len(pairs):,} entries; the ILSVRC2012 val set has {VAL_IMAGES:,} images"
+        )
     pairs = sorted(pairs)
     for i, (name, wnid) in enumerate(pairs, 1):
         m = NAME.match(name)
@@ -110,7 +122,25 @@ class _NoGlobals(pickle.Unpickler):
         )
 
 
+def _count_ops(data: bytes, source: str) -> None:
+    """Walk the pickle's opcodes without running them: more than
+    MAX_PICKLE_OPS (or a malformed stream) is refused before any object is
+    made, so a small pickle cannot build gigabytes of lists."""
+    try:
+        for n, _ in enumerate(pickletools.genops(data)):
+            if n >= MAX_PICKLE_OPS:
+                raise DatasetError(
+                    f"{source}: the pickle holds more than {MAX_PICKLE_OPS:,} operations; "
+                    "a val map needs about 400,000: not loaded"
+                )
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - genops raises several kinds on bad data
+        raise DatasetError(f"{source}: not a readable val map pickle ({exc})") from None
+
+
 def _from_pickle(data: bytes, source: str) -> ValMap:
+    _count_ops(data, source)
     try:
         obj = _NoGlobals(io.BytesIO(data)).load()
     except DatasetError as exc:
@@ -119,6 +149,8 @@ def _from_pickle(data: bytes, source: str) -> ValMap:
         raise DatasetError(f"{source}: not a readable val map pickle ({exc})") from None
     try:
         _dirs, mappings = obj
+        if len(mappings) > VAL_IMAGES:
+            return _checked(list(mappings), source)  # the count check says what is wrong
         pairs = [(str(f), str(w)) for f, w in mappings]
     except (TypeError, ValueError):
         raise DatasetError(
@@ -128,7 +160,7 @@ def _from_pickle(data: bytes, source: str) -> ValMap:
 
 
 def _from_text(text: str, source: str) -> ValMap:
-    lines = [line.split() for line in text.splitlines() if line.strip()]
+    lines = [line.split() for line in split_lines(text) if line.strip()]
     if any(line[0] == "mv" for line in lines):  # valprep.sh
         pairs = [(ln[1], ln[2].rstrip("/")) for ln in lines if ln[0] == "mv" and len(ln) >= 3]
     elif all(len(line) == 1 for line in lines):  # TensorFlow: a WNID per line
@@ -146,20 +178,47 @@ def _from_text(text: str, source: str) -> ValMap:
 def load_val_map(path: Path) -> ValMap:
     """A val map from any supported file (see the module doc)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_VAL_MAP + 1)
     except FileNotFoundError:
         raise DatasetError(f"{path}: val map not found") from None
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DatasetError(f"{path}: a damaged gzip file ({exc})") from None
+        data = _gunzip(data, path)
+    if len(data) > MAX_VAL_MAP:
+        raise DatasetError(
+            f"{path}: more than {MAX_VAL_MAP >> 20} MiB; a val map is about 3.5 MB: not loaded"
+        )
     if data[:1] in (b"(", b"\x80", b"]"):
         return _from_pickle(data, str(path))
     try:
         return _from_text(data.decode("ascii"), str(path))
     except UnicodeDecodeError:
         raise DatasetError(f"{path}: neither a pickle nor a text val map") from None
+
+
+def _gunzip(data: bytes, path: Path) -> bytes:
+    """Inflate gzip ``data`` (all its members), refusing more than
+    MAX_VAL_MAP bytes before they are made: a small file can inflate to
+    gigabytes."""
+    out: list[bytes] = []
+    size = 0
+    while data:
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            chunk = inflate.decompress(data, MAX_VAL_MAP + 1 - size)
+        except zlib.error as exc:
+            raise DatasetError(f"{path}: a damaged gzip file ({exc})") from None
+        size += len(chunk)
+        out.append(chunk)
+        if size > MAX_VAL_MAP:
+            raise DatasetError(
+                f"{path}: inflates to more than {MAX_VAL_MAP >> 20} MiB; a val map is about "
+                "3.5 MB: not loaded (a damaged file, or a decompression bomb)"
+            )
+        if not inflate.eof:
+            raise DatasetError(f"{path}: a damaged gzip file (it ends early)")
+        data = inflate.unused_data.lstrip(b"\0")  # the next member, after any padding
+    return b"".join(out)
 
 
 def bundled_val_map() -> ValMap:
@@ -177,8 +236,7 @@ def load_devkit(path: Path) -> ValMap:
     straight from the ``.tar.gz``."""
     try:
         with tarfile.open(path, "r:*") as tar:
-            meta = _member(tar, DEVKIT_META, path)
-            truth = _member(tar, DEVKIT_TRUTH, path)
+            meta, truth = _members(tar, path)
     except FileNotFoundError:
         raise DatasetError(f"{path}: devkit not found") from None
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:  # tar or gzip damage
@@ -206,14 +264,24 @@ def load_devkit(path: Path) -> ValMap:
     return _checked(pairs, str(path))
 
 
-def _member(tar: tarfile.TarFile, name: str, path: Path) -> bytes:
-    try:
-        info = tar.getmember(name)
-        f = tar.extractfile(info)
-    except KeyError:
-        f = None
-    if f is None:
-        raise DatasetError(f"{path}: {name} is missing; is this ILSVRC2012_devkit_t12.tar.gz?")
-    if info.size > MAX_INFLATED:  # the real members are 2 MB and 300 KB
-        raise DatasetError(f"{path}: {name} is {info.size:,} bytes; this is not the devkit")
-    return f.read()
+def _members(tar: tarfile.TarFile, path: Path) -> tuple[bytes, bytes]:
+    """meta.mat and the ground truth, read as the archive is walked: at most
+    MAX_DEVKIT_MEMBERS headers, none of a member larger than MAX_INFLATED
+    (skipping one means inflating it), each header dropped once read."""
+    found: dict[str, bytes] = {}
+    for n, info in enumerate(tar):
+        tar.members.clear()  # type: ignore[attr-defined]  # a list, left out of typeshed
+        if n >= MAX_DEVKIT_MEMBERS:
+            raise DatasetError(f"{path}: more than {MAX_DEVKIT_MEMBERS:,} files; not the devkit")
+        if info.size > MAX_INFLATED:  # the real members are 2 MB and 300 KB
+            raise DatasetError(
+                f"{path}: {info.name} is {info.size:,} bytes; this is not the devkit"
+            )
+        if info.name in (DEVKIT_META, DEVKIT_TRUTH) and info.isfile():
+            f = tar.extractfile(info)
+            assert f is not None  # a regular file
+            found[info.name] = f.read()
+            if len(found) == 2:
+                return found[DEVKIT_META], found[DEVKIT_TRUTH]
+    missing = DEVKIT_META if DEVKIT_META not in found else DEVKIT_TRUTH
+    raise DatasetError(f"{path}: {missing} is missing; is this ILSVRC2012_devkit_t12.tar.gz?")

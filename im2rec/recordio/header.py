@@ -55,27 +55,52 @@ def pack(header: IRHeader | tuple[Any, Any, Any, Any], s: bytes | bytearray | me
     A scalar label (any ``numbers.Number``) is stored in the header with flag 0.
     Anything else is cast to a flat float32 array stored after the header, with
     flag = its length and header label 0. The caller's flag is ignored.
+
+    ``s`` must be bytes-like (``TypeError`` otherwise, as MXNet's
+    ``bytes + s`` raised); a label that float32 cannot hold (``1e40``) or
+    that is not a number raises :class:`RecordFormatError` instead of being
+    stored as ``inf`` or garbage.
     """
+    if not isinstance(s, bytes | bytearray | memoryview):
+        raise TypeError(
+            f"pack() stores bytes after the header, not {type(s).__name__}; "
+            "encode the payload first (pack_img encodes an image array)"
+        )
     flag, label, id_, id2 = header
     if isinstance(label, numbers.Number):
         return _pack_header(0, label, id_, id2) + bytes(s)
     import numpy as np  # only multi-label records need it; `rec verify` starts without
 
-    with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, as in MXNet
-        labels = np.asarray(label, dtype="<f4").ravel()
+    try:
+        with np.errstate(over="raise", invalid="ignore"):  # NaN stays NaN, as in MXNet
+            labels = np.asarray(label, dtype="<f4").ravel()
+    except FloatingPointError:
+        raise RecordFormatError(
+            f"a label of {_shown(label)} does not fit float32 (largest about 3.4e38); "
+            "RecordIO stores labels as float32"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise RecordFormatError(f"labels must be numbers, not {_shown(label)} ({exc})") from None
     return _pack_header(labels.size, 0.0, id_, id2) + labels.tobytes() + bytes(s)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def _pack_header(flag: int, label: Any, id_: Any, id2: Any) -> bytes:
     try:
         return _HEADER.pack(flag, label, id_, id2)
-    except (struct.error, TypeError) as exc:
+    except (struct.error, TypeError, OverflowError) as exc:
         for field, value in (("id", id_), ("id2", id2)):
             if not isinstance(value, numbers.Integral) or not 0 <= int(value) < _U64:
                 raise RecordFormatError(
                     f"header {field}={value!r} is not an integer in [0, 2**64); "
                     "record ids are unsigned 64-bit (im2rec stores the .lst index there)"
                 ) from exc
+        if flag >= 1 << 32:
+            raise RecordFormatError(f"{flag:,} labels in one record; at most 2**32-1 fit") from exc
         raise RecordFormatError(
             f"header label {label!r} cannot be stored as float32: {exc}"
         ) from exc
