@@ -10,7 +10,6 @@ byte range.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -30,7 +29,7 @@ from .recordio import (
     read_record,
     unpack,
 )
-from .recordio.files import FileView
+from .recordio.files import FileView, read_json
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
 
 __all__ = [
@@ -278,7 +277,7 @@ def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyRes
     import hashlib  # OpenSSL loads only when a manifest is checked
 
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = read_json(path)
         expected = {"rec": manifest["rec"]["sha256"], "idx": manifest["idx"]["sha256"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         result.problems.append(Problem(None, None, f"{path}: not a pack manifest ({exc})"))
@@ -286,7 +285,11 @@ def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyRes
     digest = hashlib.sha256()
     for start in range(0, result.bytes, 1 << 24):
         digest.update(buf[start : start + (1 << 24)])
-    actual = {"rec": digest.hexdigest(), "idx": hashlib.sha256(index_path.read_bytes()).hexdigest()}
+    index_digest = hashlib.sha256()
+    with open(index_path, "rb") as f:  # in blocks: an .idx of millions of lines is large
+        for block in iter(lambda: f.read(1 << 22), b""):
+            index_digest.update(block)
+    actual = {"rec": digest.hexdigest(), "idx": index_digest.hexdigest()}
     for kind in ("rec", "idx"):
         if actual[kind] != expected[kind]:
             result.problems.append(

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
 from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
+from .recordio.files import read_json
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -387,8 +388,7 @@ def _previous_lists(manifest: str, prefix: str) -> set[str]:
     only ``PREFIX*.lst`` and ``PREFIX.skipped.tsv`` beside it, whatever else
     the file names (it may be someone else's), are ever removed."""
     try:
-        with open(manifest, encoding="utf-8") as f:
-            old = json.load(f)
+        old = read_json(manifest)
         paths = [item["path"] for item in old.get("lists", [])]
         if old.get("skipped_report"):
             paths.append(old["skipped_report"])

@@ -9,7 +9,6 @@ is an error naming the line, because a silently shorter dataset is worse.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
-from .recordio.files import read_regular_file, split_lines
+from .recordio.files import read_json, read_regular_file, split_lines
 
 __all__ = [
     "ListItem",
@@ -142,7 +141,7 @@ def find_root(lst: Path) -> Path:
     recorded: list[str] = []
     for manifest in sorted(folder.glob("*.lists.json")):
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
+            data = read_json(manifest)
             names = {os.path.basename(item["path"]) for item in data["lists"]}
             root = data["root"]
         except (OSError, ValueError, KeyError, TypeError):

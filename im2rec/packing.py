@@ -42,7 +42,7 @@ from .errors import (
 from .executors import LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
-from .recordio.files import NOT_REGULAR, open_regular
+from .recordio.files import NOT_REGULAR, open_regular, read_json
 from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
 
 __all__ = [
@@ -388,7 +388,7 @@ def _finish(
 
 
 def _result_from_manifest(files: PartialFiles, items: list[ListItem]) -> PackResult:
-    manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
+    manifest = read_json(files.manifest)
     report = files.report if files.report.exists() else None
     return PackResult(
         files.lst, files.rec, files.idx, files.manifest, report, len(items), manifest["records"],

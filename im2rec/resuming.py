@@ -27,7 +27,7 @@ from .atomic import AtomicGroup
 from .errors import DatasetError, Im2RecError
 from .lstfile import ListItem
 from .recordio import frame, read_record, unpack
-from .recordio.files import FileView, open_regular
+from .recordio.files import FileView, open_regular, read_json
 
 __all__ = ["REPORT_HEADER", "PartialFiles", "finished", "recover", "sha256_file", "start_fresh"]
 
@@ -81,7 +81,7 @@ def finished(
     record is what its image packs to (outputs are not synced to disk, and a
     power loss can zero a file's tail without changing its size)."""
     try:
-        manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
+        manifest = read_json(files.manifest)
         if not (
             manifest["list"]["sha256"] == state["list_sha256"]
             and manifest["options"] == state["options"]
@@ -140,7 +140,7 @@ def recover(
     tail cannot reach them); return the list position to continue from, the
     keys written, and the failures so far."""
     try:
-        saved = json.loads(files.state.read_text(encoding="utf-8"))
+        saved = read_json(files.state)
     except (OSError, ValueError):
         return 0, [], Counter()  # nothing (readable) to resume: start over
     if saved != state:

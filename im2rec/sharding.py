@@ -39,6 +39,7 @@ from .executors import WORKER_DIED, LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, item_line, read_lst
 from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
 from .recordio import RecordIndex, load_index
+from .recordio.files import read_json
 from .resuming import sha256_file
 
 __all__ = [
@@ -183,7 +184,7 @@ def verified(spec: ShardSpec) -> ShardResult | None:
     """The shard's result if its outputs are finished, made from this very
     slice, root and options, and unchanged since (SHA-256); else None."""
     try:
-        manifest = json.loads(spec.path(".pack.json").read_text(encoding="utf-8"))
+        manifest = read_json(spec.path(".pack.json"))
         digest = hashlib.sha256(spec.list_text().encode("utf-8")).hexdigest()
         ok = (
             manifest["list"]["sha256"] == digest

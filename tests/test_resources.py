@@ -173,3 +173,55 @@ def test_a_devkit_with_a_huge_or_endless_member_list(download: Path, tmp_path: P
     proc = rec_cmd("imagenet", "--download-dir", str(download), "--devkit", str(many),
                    "--target-dir", str(tmp_path / "t"))  # fmt: skip
     assert "more than 10,000 files; not the devkit" in one_error(proc)
+
+
+def limited_python(code: str) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    return subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=limit, capture_output=True, text=True,
+        timeout=300, env=dict(os.environ, OPENBLAS_NUM_THREADS="1", MALLOC_ARENA_MAX="2"),
+    )  # fmt: skip
+
+
+def test_a_mat_file_whose_dimensions_claim_billions_of_elements(tmp_path: Path) -> None:
+    import struct
+
+    def element(kind: int, data: bytes) -> bytes:
+        return struct.pack("<II", kind, len(data)) + data + bytes(-len(data) % 8)
+
+    flags = element(6, struct.pack("<II", 2, 0))  # miUINT32: class 2, a struct array
+    dims = element(5, struct.pack("<ii", 2**31 - 1, 1))  # 2,147,483,647 x 1
+    matrix = (
+        flags + dims + element(1, b"synsets") + element(5, struct.pack("<i", 32)) + element(1, b"")
+    )
+    mat = tmp_path / "meta.mat"
+    mat.write_bytes(b"MATLAB 5.0".ljust(124) + b"\x00\x01IM" + element(14, matrix))
+    proc = limited_python(
+        "from im2rec.imagenet.matfile import read_mat\n"
+        "from im2rec.errors import DatasetError\n"
+        f"try:\n    read_mat(open({str(mat)!r}, 'rb').read(), 'meta.mat')\n"
+        "except DatasetError as e:\n    print(e)\n"
+    )
+    assert proc.returncode == 0 and "claims 2,147,483,647 elements" in proc.stdout, proc.stderr
+
+
+def test_a_text_val_map_of_millions_of_lines(download: Path, tmp_path: Path) -> None:
+    lines = tmp_path / "val.txt"
+    lines.write_bytes(b"x\n" * (8 << 20))  # 16 MiB: 8 million one-word lines
+    proc = rec_cmd("imagenet", "--download-dir", str(download), "--val-map", str(lines),
+                   "--target-dir", str(tmp_path / "t"))  # fmt: skip
+    assert "more than 200,000 lines" in one_error(proc)
+
+
+def test_a_huge_sidecar_json_is_not_parsed(tmp_path: Path) -> None:
+    from im2rec.lstfile import find_root
+    from im2rec.recordio.files import MAX_JSON
+
+    (tmp_path / "a").mkdir()
+    lst = tmp_path / "a.lst"
+    lst.write_text("0\t0\tx.jpg\n")
+    with open(tmp_path / "a.lists.json", "wb") as f:  # sparse: no disk used
+        f.truncate(MAX_JSON + 1)
+    assert find_root(lst) == tmp_path / "a"  # the sidecar is ignored, the folder found

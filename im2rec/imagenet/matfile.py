@@ -61,6 +61,13 @@ class _Reader:
         padded = end if kind == MI_COMPRESSED else end + (-size % 8)
         return kind, self.data[pos + 8 : end], padded
 
+    def enough(self, elements: int, pos: int) -> None:
+        """Refuse a struct or cell array whose dimensions claim more elements
+        than its bytes can hold (8 at least each): the count comes from the
+        file, and a few bytes must not make a loop build millions of items."""
+        if not 0 <= elements <= (len(self.data) - pos) // 8 + 1:
+            raise self.fail(f"an array claims {elements:,} elements in {len(self.data):,} bytes")
+
     def value(self, kind: int, payload: bytes) -> tuple[str, Any]:
         if kind == MI_COMPRESSED:
             inflate = zlib.decompressobj()
@@ -81,7 +88,7 @@ class _Reader:
         _, flags, pos = sub.element(0)
         klass = flags[0] if self.order == "<" else flags[3]
         _, dims_raw, pos = sub.element(pos)
-        count = int(np.prod(np.frombuffer(dims_raw, self.order + "i4")))
+        count = int(np.prod(np.frombuffer(dims_raw, self.order + "i4").astype(object)))
         _, name, pos = sub.element(pos)
         if klass == STRUCT:
             _, width_raw, pos = sub.element(pos)
@@ -91,6 +98,7 @@ class _Reader:
                 names_raw[i : i + width].split(b"\0", 1)[0].decode("ascii")
                 for i in range(0, len(names_raw), width)
             ]
+            sub.enough(count * max(1, len(fields)), pos)
             items = []
             for _ in range(count):
                 item = {}
@@ -100,6 +108,7 @@ class _Reader:
                 items.append(item)
             return name.decode("ascii"), items
         if klass == CELL:
+            sub.enough(count, pos)
             cells = []
             for _ in range(count):
                 kind, data, pos = sub.element(pos)

@@ -29,7 +29,7 @@ from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
 from ..lstfile import format_lst_line
 from ..packing import PackOptions, pack_list
-from ..recordio.files import split_lines
+from ..recordio.files import read_json, split_lines
 from .tarstream import Member, OddImage, extract_train, extract_val, list_members
 from .valmap import ValMap, bundled_val_map, load_devkit, load_val_map
 
@@ -169,7 +169,7 @@ def _run_steps(
 
 def _finished(target: Path) -> ImagenetResult | None:
     try:
-        state = json.loads((target / STATE).read_text(encoding="utf-8"))
+        state = read_json(target / STATE)
     except (OSError, ValueError):
         return None
     if not state.get("complete"):
@@ -350,7 +350,7 @@ def _rec(
                 )
             lst.unlink()
             manifest = out / f"{split}.pack.json"
-            data = json.loads(manifest.read_text(encoding="utf-8"))
+            data = read_json(manifest)
             data["root"] = str(target / split)  # where the images are once the run is finished
             manifest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
@@ -358,7 +358,7 @@ def _rec(
 def _rec_summary(rec: Path) -> dict[str, Any]:
     out = {}
     for split in ("train", "val"):
-        manifest = json.loads((rec / f"{split}.pack.json").read_text(encoding="utf-8"))
+        manifest = read_json(rec / f"{split}.pack.json")
         out[split] = {"records": manifest["records"], "bytes": manifest["rec"]["bytes"]}
     return out
 

@@ -49,6 +49,7 @@ DEVKIT_TRUTH = "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.tx
 MAX_VAL_MAP = 16 << 20  # bytes, on disk and once inflated
 MAX_PICKLE_OPS = 1_000_000  # each can make one object: this bounds the memory a pickle takes
 VAL_IMAGES = 50_000
+MAX_TEXT_LINES = 4 * VAL_IMAGES  # valprep.sh: a mkdir and a mv line per image, and some slack
 #: The devkit holds about a dozen files; a member this large, or this many, is not it.
 MAX_DEVKIT_MEMBERS = 10_000
 
@@ -160,6 +161,11 @@ def _from_pickle(data: bytes, source: str) -> ValMap:
 
 
 def _from_text(text: str, source: str) -> ValMap:
+    if text.count("\n") > MAX_TEXT_LINES:  # counted before any line becomes a list
+        raise DatasetError(
+            f"{source}: more than {MAX_TEXT_LINES:,} lines; a val map has one or two per image "
+            f"({VAL_IMAGES:,} images): not loaded"
+        )
     lines = [line.split() for line in split_lines(text) if line.strip()]
     if any(line[0] == "mv" for line in lines):  # valprep.sh
         pairs = [(ln[1], ln[2].rstrip("/")) for ln in lines if ln[0] == "mv" and len(ln) >= 3]

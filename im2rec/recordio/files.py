@@ -13,14 +13,22 @@ that. ``pread`` returns short instead, which becomes a
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
-from typing import overload
+from typing import Any, overload
 
 from ..errors import Im2RecError, TruncatedRecordError
 
-__all__ = ["NOT_REGULAR", "FileView", "open_regular", "read_regular_file", "split_lines"]
+__all__ = [
+    "NOT_REGULAR",
+    "FileView",
+    "open_regular",
+    "read_json",
+    "read_regular_file",
+    "split_lines",
+]
 
 NOT_REGULAR = "not a regular file (a FIFO, device or socket)"
 
@@ -171,3 +179,25 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+#: Sidecar JSON files (pack manifests, resume states, *.lists.json) are
+#: kilobytes; parsed JSON takes many times its size in memory.
+MAX_JSON = 64 << 20
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """A JSON sidecar file im2rec wrote (or someone else did): a regular file
+    of at most MAX_JSON bytes. Anything else raises ``ValueError`` (or
+    ``OSError``), which callers take as "no usable sidecar"."""
+    try:
+        fd, size = open_regular(path)
+    except Im2RecError as exc:
+        raise ValueError(str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        if size > MAX_JSON:
+            raise ValueError(
+                f"{os.fspath(path)}: {size:,} bytes, more than a sidecar file holds "
+                f"({MAX_JSON >> 20} MiB)"
+            )
+        return json.loads(f.read())
