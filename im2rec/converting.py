@@ -23,6 +23,7 @@ from .errors import (
     IndexFormatError,
     MissingFileError,
     RecordFormatError,
+    TruncatedRecordError,
 )
 from .inspection import Damage, header_at, walk_records
 from .names import ConfinedWriter, relative_name
@@ -202,12 +203,13 @@ def merge_recs(
     keys: list[Any] = []
     offsets: list[np.ndarray] = []
     owner: dict[Any, Path] = {}  # key -> the input it came from
+    sizes: list[int] = []  # each input's size when it was checked
     base = 0
     for path in map(Path, inputs):
         if not path.exists():
             raise MissingFileError(f"{path}: record file not found")
         index = load_index(path.with_suffix(".idx"))
-        _check_whole(path, index.offsets)
+        size = _check_whole(path, index.offsets)
         these = index.key_list()
         if not renumber:
             for key in these:
@@ -219,25 +221,46 @@ def merge_recs(
                     )
         keys.extend(these)
         offsets.append(index.offsets + base)
-        base += path.stat().st_size
+        sizes.append(size)
+        base += size
     if renumber:
         keys = list(range(len(keys)))
     all_offsets = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
     with AtomicGroup() as group:
         with open(group.temp_path(target), "wb") as dst:
-            for path in map(Path, inputs):
-                with open(path, "rb") as src:
-                    shutil.copyfileobj(src, dst, 1 << 22)
+            for path, size in zip(map(Path, inputs), sizes, strict=True):
+                _copy_exactly(path, size, dst)
         group.write_text(
             target.with_suffix(".idx"), "".join(map(format_index_line, keys, all_offsets.tolist()))
         )
     return len(keys), base
 
 
-def _check_whole(path: Path, offsets: np.ndarray) -> None:
+def _copy_exactly(path: Path, size: int, dst: Any) -> None:
+    """Copy the ``size`` bytes ``path`` had when it was checked; a file that
+    changed since (another program truncated or rewrote it) is an error, not
+    a merged file whose index points past or into the wrong bytes."""
+    with open(path, "rb") as src:
+        left = size
+        while left:
+            block = src.read(min(left, 1 << 22))
+            if not block:
+                break
+            dst.write(block)
+            left -= len(block)
+        if left or src.read(1):
+            raise TruncatedRecordError(
+                f"{path}: it changed while it was being merged (it had {size:,} bytes when "
+                "checked); nothing was merged: run again once no other program writes it"
+            )
+
+
+def _check_whole(path: Path, offsets: np.ndarray) -> int:
     """Raise unless ``path`` is whole (every frame intact, nothing after the
-    last) and ``offsets`` (its ``.idx``) name each of its records once."""
+    last) and ``offsets`` (its ``.idx``) name each of its records once;
+    return the size that was checked."""
     reader = RecordReader(path)
+    size = reader.size
     try:
         heads = np.fromiter((head for head, _ in walk_records(reader)), np.int64)  # type: ignore[misc]
     except RecordFormatError as exc:
@@ -257,3 +280,4 @@ def _check_whole(path: Path, offsets: np.ndarray) -> None:
             f"{idx}: lists {len(offsets):,} entries for the {len(heads):,} records of {path} "
             f"(each record must be listed once); {fix}"
         )
+    return size

@@ -205,3 +205,46 @@ def test_rec_verify_process_while_another_truncates(tmp_path: Path) -> None:
     time.sleep(0)  # let the timer thread finish
     assert proc.returncode in (0, 1), (proc.returncode, err)
     assert "Traceback" not in err
+
+
+def test_merge_refuses_an_input_that_changes_after_it_was_checked(
+    rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec import converting
+    from im2rec.converting import merge_recs
+
+    checked = converting._check_whole
+
+    def check_then_cut(path: Path, offsets: np.ndarray) -> int:
+        size = checked(path, offsets)
+        os.truncate(path, 4096)  # another program, between the check and the copy
+        return size
+
+    monkeypatch.setattr(converting, "_check_whole", check_then_cut)
+    with pytest.raises(TruncatedRecordError, match="changed while it was being merged"):
+        merge_recs([rec], tmp_path / "m.rec")
+    assert not (tmp_path / "m.rec").exists() and not (tmp_path / "m.idx").exists()
+
+
+def test_a_val_tar_cut_after_it_was_listed_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.errors import DatasetError
+    from im2rec.imagenet import preparing
+    from im2rec.imagenet.preparing import ImagenetOptions, prepare_imagenet
+
+    from .imagenet_fixture import make_fake_imagenet
+
+    download = tmp_path / "dl"
+    make_fake_imagenet(download).write_pklz(download / "imagenet_val_maps.pklz")
+    listed = preparing.list_members
+
+    def list_then_cut(path: Path) -> list[object]:
+        members = listed(path)
+        if path.name == "ILSVRC2012_img_val.tar":
+            os.truncate(path, path.stat().st_size // 2)  # another program, after the listing
+        return members  # type: ignore[return-value]
+
+    monkeypatch.setattr(preparing, "list_members", list_then_cut)
+    with pytest.raises(DatasetError, match="ends early: the file changed while it was being read"):
+        prepare_imagenet(ImagenetOptions(download, tmp_path / "t"))

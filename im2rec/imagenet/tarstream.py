@@ -334,6 +334,11 @@ def extract_val(
                 wnid = classes[member.name]
                 target = dest / wnid / member.name
                 raw = os.pread(fd, member.size, member.offset)
+                if len(raw) != member.size:  # the tar was cut since it was listed
+                    raise DatasetError(
+                        f"{tar_path}: member {member.name} ends early: the file changed "
+                        "while it was being read; run again with --resume once it is whole"
+                    )
                 _write(target, _place(raw, f"val/{wnid}/{member.name}", fix_odd, on_odd))
                 on_bytes(member.size + 512)
 
