@@ -86,6 +86,7 @@ def main() -> None:
         "ratio_running_cluster": local / running, "ratio_with_startup": local / started,
         "records_identical": identical,
     }  # fmt: skip
+    results["targets_met"] = identical and local / running >= TARGET
     if args.json:
         print(json.dumps(results))
     else:

@@ -161,7 +161,7 @@ class LocalExecutor:
         pool = self._pools.get(kind)
         if pool is None:
             if kind == "threads":
-                pool = ThreadPoolExecutor(self.workers, thread_name_prefix="im2rec")
+                pool = ThreadPoolExecutor(self.workers * 2, thread_name_prefix="im2rec")
             else:
                 pool = ProcessPoolExecutor(
                     self.workers,
@@ -215,7 +215,7 @@ class LocalExecutor:
         size = self.chunk if kind == "processes" else 1
         # Every worker busy plus a couple of tasks queued: enough to never
         # starve, and memory stays at about (workers + 2) x chunk records.
-        window = self.workers + 2 if kind == "processes" else self.workers * 4
+        window = self.workers + 2 if kind == "processes" else self.workers * 8
         pending: deque[Future[list[R]]] = deque()
         try:
             for i in range(0, len(items), size):

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import __version__
 from .atomic import AtomicGroup, exclusive
@@ -43,6 +43,7 @@ from .executors import LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from .recordio.files import NOT_REGULAR, open_regular, read_json
+from .recordio.framing import needs_split
 from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
 
 __all__ = [
@@ -113,6 +114,16 @@ class Failure:
     detail: str
 
 
+class Packed(NamedTuple):
+    """One image's record, as a worker made it: the header (and any labels),
+    the image bytes, and whether the record must be written split (the
+    worker scans it for magic words, so the writer does not)."""
+
+    header: bytes
+    image: bytes
+    split: bool
+
+
 @dataclass(frozen=True)
 class Encoder:
     """The per-image stage; runs in worker processes (it is picklable)."""
@@ -120,7 +131,7 @@ class Encoder:
     options: PackOptions
     root: str
 
-    def __call__(self, item: ListItem) -> tuple[bytes, bytes] | Failure:
+    def __call__(self, item: ListItem) -> Packed | Failure:
         labels = item.labels
         label: Any = list(labels) if self.options.pack_label and len(labels) > 1 else labels[0]
         try:
@@ -142,7 +153,7 @@ class Encoder:
         size = len(header) + len(data)
         if size >= MAX_RECORD_SIZE:
             return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
-        return header, data
+        return Packed(header, data, needs_split(header, data))
 
 
 def _read_file(path: str) -> bytes | Failure:
@@ -153,10 +164,23 @@ def _read_file(path: str) -> bytes | Failure:
         fd, size = open_regular(path)
     except Im2RecError:
         return Failure("unreadable", NOT_REGULAR)
-    with os.fdopen(fd, "rb") as f:
+    try:
         if size >= MAX_RECORD_SIZE:
             return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
-        return f.read()
+        # os-level reads: no file object per image. One byte more than the
+        # size tells a file that grew since fstat from one that did not.
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        parts = [data]
+        while more := os.read(fd, 1 << 20):
+            parts.append(more)
+        data = b"".join(parts)
+        if len(data) >= MAX_RECORD_SIZE:
+            return Failure("record-too-large", f"{len(data):,} bytes; RecordIO stores < 2**29")
+        return data
+    finally:
+        os.close(fd)
 
 
 def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
@@ -289,7 +313,7 @@ def _pack_list(
 def _packs_to(encoder: Encoder, item: ListItem, record: bytes) -> bool:
     """Whether ``record`` is byte for byte what ``item`` packs to now."""
     made = encoder(item)
-    return not isinstance(made, Failure) and made[0] + made[1] == record
+    return not isinstance(made, Failure) and made.header + made.image == record
 
 
 def resolve_root(lst: Path, root: str | os.PathLike[str] | None) -> Path:
@@ -325,7 +349,7 @@ def _write_records(
                 report.write(f"{item.line}\t{item.key}\t{printable(item.path)}\t{outcome.reason}"
                              f"\t{printable(outcome.detail)}\n")  # fmt: skip
             else:
-                writer.write_key(item.key, *outcome)
+                writer.write_key(item.key, outcome.header, outcome.image, split=outcome.split)
                 result.records += 1
             if on_progress is not None:
                 on_progress(position + 1, len(items), writer.tell())

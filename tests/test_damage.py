@@ -8,7 +8,7 @@ import io
 import json
 import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +41,47 @@ def _image(fmt: str, seed: int) -> bytes:
     return out.getvalue()
 
 
+def _jpeg_holding_the_magic_word(seed: int) -> bytes:
+    """A valid JPEG with a comment segment holding the magic word where it
+    falls 4-aligned in its record (after the 24-byte header): the record is
+    written split, and still decodes."""
+    jpeg = _image("JPEG", seed)
+    pad = b"c" * (-(24 + 6) % 4)  # SOI + the COM marker and length, then the pad
+    comment = pad + MAGIC_BYTES + b"tail"
+    return jpeg[:2] + b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment + jpeg[2:]
+
+
 @pytest.fixture(scope="module")
 def original(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
-    """Image records (JPEG, PNG), a multi-label one, one split around a
-    magic word, an empty one: the framing's every case."""
+    """A whole, valid file: JPEG and PNG records, and one written split
+    around an aligned magic word. It verifies (images decoded) and iterates
+    without a problem, so what goes wrong afterwards is the damage's doing."""
     path = tmp_path_factory.mktemp("damage") / "base.rec"
     payloads = [
         pack((0, 1.0, 0, 0), _image("JPEG", 1)),
-        pack((0, [2.0, 0.5, 7.0], 1, 0), _image("PNG", 2)),
-        pack((0, 3.0, 2, 0), _image("JPEG", 3)[:40] + MAGIC_BYTES + b"tail" * 5),
-        b"",
+        pack((0, 2.0, 1, 0), _image("PNG", 2)),
+        pack((0, 3.0, 2, 0), _jpeg_holding_the_magic_word(3)),
+        pack((0, 4.0, 3, 0), _image("JPEG", 5)),
         pack((0, 5.0, 4, 0), _image("JPEG", 4)),
     ]
     with IndexedRecordWriter(path) as w:
         for key, payload in enumerate(payloads):
             w.write_key(key, payload)
+    report = verify(path, decode=True)
+    assert report.ok and report.records == report.decoded == 5, report.problems
+    assert sum(1 for _ in _frame_words(path.read_bytes())) == 6  # one record is split in two
+    with ImageRecordIter(path_imgrec=str(path), data_shape=(3, 8, 8), batch_size=5,
+                         preprocess_threads=1, verbose=False) as it:  # fmt: skip
+        assert it.next().label[0].tolist() == [1, 2, 3, 4, 5]
     return path.read_bytes(), path.with_suffix(".idx").read_bytes()
+
+
+def _frame_words(data: bytes) -> Iterator[int]:
+    """The offset of every frame header (each part of a split record too)."""
+    pos = 0
+    while pos < len(data):
+        yield pos
+        pos += 8 + ((struct.unpack_from("<I", data, pos + 4)[0] & (2**29 - 1)) + 3) // 4 * 4
 
 
 def _near_a_frame(data: bytes, draw: st.DrawFn) -> int:
@@ -130,7 +155,14 @@ def test_damage_fails_only_with_our_errors(
     idx.write_bytes(idx_bytes)
 
     report = verify(rec, decode=True)  # reports, never raises, for any .rec damage
-    assert report.ok == (not report.problems)
+    orig_rec, orig_idx = original
+    framing_damaged = len(rec_bytes) < len(orig_rec) or any(
+        rec_bytes[i : i + 8] != orig_rec[i : i + 8] for i in _frame_words(orig_rec)
+    )
+    if framing_damaged or idx_bytes != orig_idx:  # what such damage must cause
+        assert not report.ok, "verify missed damage to a frame word, the length or the .idx"
+        assert any(p.offset is not None or ".idx" in p.message for p in report.problems)
+        event("damage reported")
     _ours_or_nothing(lambda: list(RecordReader(rec)))
     _ours_or_nothing(lambda: build_index(RecordReader(rec)))
     index, _damages = rebuild_index(rec, recover=True)

@@ -96,10 +96,45 @@ def test_idx_from_another_file(packed: Path, tmp_path: Path) -> None:
 
 
 def test_changed_payload_fails_the_manifest_and_decode(packed: Path) -> None:
-    offsets = rebuild_index(packed)[0].offsets.tolist()
-    corrupt(packed, offsets[3] + 8 + 24 + 2, b"\x00" * 200)  # inside the JPEG data
+    index = rebuild_index(packed, keys="id")[0]
+    head, key = index.offsets.tolist()[3], index.key_list()[3]
+    corrupt(packed, head + 8 + 24, b"\x00" * 200)  # the JPEG's markers: it cannot decode
     result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
     assert any("the .rec's SHA-256 differs" in p.message for p in result.problems)
+    assert [(p.offset, p.key, p.message) for p in result.problems if p.offset is not None] == [
+        (head, key, "the payload is not an image Pillow can read")
+    ]
+    assert result.decoded == 29
+
+
+def test_verify_decode_reports_each_image_that_does_not_decode(packed: Path) -> None:
+    index = rebuild_index(packed, keys="id")[0]
+    heads, keys = index.offsets.tolist(), index.key_list()
+    data = packed.read_bytes()
+    for i in (4, 17):  # the frame says baseline JPEG, then lossless: libjpeg-turbo stops
+        corrupt(packed, data.index(b"\xff\xc0", heads[i]), b"\xff\xc3")
+    assert verify(packed).ok  # the frames are whole: only decoding finds it
+    result = verify(packed, decode=True)
+    assert not result.ok and result.decoded == 28
+    assert [(p.offset, p.key) for p in result.problems] == [
+        (heads[4], keys[4]),
+        (heads[17], keys[17]),
+    ]
+    assert all(p.message.startswith("the image does not decode: ") for p in result.problems)
+
+
+@pytest.mark.parametrize("word", ["magic", "length"])
+def test_a_changed_frame_word_is_reported_at_its_record(packed: Path, word: str) -> None:
+    heads = rebuild_index(packed)[0].offsets.tolist()
+    for i in (0, 11, 29):
+        whole = packed.read_bytes()
+        at = heads[i] + (0 if word == "magic" else 4)
+        corrupt(
+            packed, at, b"\xde\xad\xbe\xef" if word == "magic" else (10**6).to_bytes(4, "little")
+        )
+        result = verify(packed)
+        assert not result.ok and result.problems[0].offset == heads[i], (i, result.problems)
+        packed.write_bytes(whole)
 
 
 def test_recover_walks_around_garbage(tmp_path: Path) -> None:
@@ -189,3 +224,31 @@ def test_damage_then_a_magic_word_in_the_last_bytes(tmp_path: Path) -> None:
     result = verify(path)
     assert result.records == 1
     assert [p.offset for p in result.problems] == [12]
+
+
+def test_manifest_record_count_that_disagrees_is_reported(packed: Path) -> None:
+    manifest = packed.with_suffix(".pack.json")
+    data = json.loads(manifest.read_text())
+    data["records"] = 31  # the bytes and hashes still match: only the count lies
+    manifest.write_text(json.dumps(data))
+    result = verify(packed, manifest=manifest)
+    assert [p.message for p in result.problems] == [
+        "p.pack.json says 31 records, the file holds 30"
+    ]
+
+
+def test_index_by_id_names_a_repeated_id_and_where(tmp_path: Path) -> None:
+    rec = tmp_path / "d.rec"
+    with IndexedRecordWriter(rec) as w:
+        for key, id_ in enumerate([5, 9, 5]):
+            w.write_key(key, pack((0, 1.0, id_, 0), b"x" * 10))
+    third = rebuild_index(rec)[0].offsets.tolist()[2]
+    result = CliRunner().invoke(
+        main, ["index", str(rec), "--keys", "id", "-o", str(tmp_path / "x.idx")]
+    )
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {rec}: header id 5 appears in more than one record (again at byte {third:,}); "
+        "use --keys seq\n"
+    )
+    assert not (tmp_path / "x.idx").exists()

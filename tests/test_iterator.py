@@ -14,6 +14,7 @@ from PIL import Image
 
 from im2rec.errors import (
     ConfigError,
+    Im2RecError,
     ImageCodecError,
     MissingFileError,
     TruncatedRecordError,
@@ -293,7 +294,7 @@ def test_imglist_labels_override_the_records(rec: Path, tmp_path: Path) -> None:
     batch = make(rec, path_imglist=str(lst), label_width=2).next()
     assert batch.label[0].tolist() == [[0, 0], [10, 1], [20, 2], [30, 3]]
     lst.write_text("1000\t5\tx.png\n")
-    with pytest.raises(Exception, match="record id 1001 .* has no line in path_imglist"):
+    with pytest.raises(Im2RecError, match="record id 1001 .* has no line in path_imglist"):
         make(rec, path_imglist=str(lst)).next()
 
 
@@ -412,3 +413,47 @@ def test_a_forked_copy_does_not_release_the_parents_workers(rec: Path) -> None:
     labels = [v for b in [first, *rest] for v in b.label[0].tolist()]
     assert labels == [float(i) for i in range(N)]
     it.close()
+
+
+def test_getdata_getlabel_getpad_getindex_are_the_current_batch(rec: Path) -> None:
+    it = make(rec, round_batch=False)
+    with pytest.raises(Im2RecError, match="no current batch: call iter_next"):
+        it.getdata()
+    seen = []
+    while it.iter_next():
+        data, label = it.getdata(), it.getlabel()
+        assert len(data) == 1 and data[0].shape == (4, 3, H, W)
+        assert label[0].tolist()[: 4 - it.getpad()] == [
+            float(i) for i in range(len(seen) * 4, len(seen) * 4 + 4 - it.getpad())
+        ]
+        assert np.array_equal(data[0][0], centre(len(seen) * 4))
+        index = it.getindex()
+        assert index is not None
+        seen.append((it.getpad(), index[: 4 - it.getpad()].tolist()))
+    assert seen == [(0, [1000, 1001, 1002, 1003]), (0, [1004, 1005, 1006, 1007]), (2, [1008, 1009])]
+
+
+def test_seed_aug_alone_decides_the_augmentation(rec: Path) -> None:
+    def crops(**kw: Any) -> np.ndarray:
+        it = make(rec, rand_crop=True, rand_mirror=True, **kw)
+        return np.concatenate([b.data[0] for b in epoch(it)])
+
+    same = crops(seed=1, seed_aug=7)
+    assert np.array_equal(same, crops(seed=2, seed_aug=7))  # the seed only orders records
+    assert not np.array_equal(same, crops(seed=1, seed_aug=8))
+    assert np.array_equal(crops(seed=5), crops(seed=9, seed_aug=5))  # None: seed_aug = seed
+
+
+@pytest.mark.parametrize("inter_method", [0, 1, 2, 3, 4])
+def test_every_inter_method_is_its_pillow_filter(rec: Path, inter_method: int) -> None:
+    from im2rec.augment import INTERPOLATION
+
+    it = make(rec, resize=50, inter_method=inter_method, dtype="uint8")
+    got = it.next().data[0][0]
+    arr = source(0)  # 26 x 30: the short side becomes 50, then a centre 24 x 20 crop
+    h, w = arr.shape[:2]
+    vw, vh = (50, h * 50 // w) if w < h else (w * 50 // h, 50)
+    x, y = (vw - W) // 2, (vh - H) // 2
+    box = (x * w / vw, y * h / vh, (x + W) * w / vw, (y + H) * h / vh)
+    want = Image.fromarray(arr).resize((W, H), INTERPOLATION[inter_method], box=box)
+    assert np.array_equal(got, np.asarray(want).transpose(2, 0, 1))

@@ -170,7 +170,7 @@ def shape_of(image: np.ndarray) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_torch_dataloader_with_workers(plain: Path, method: str) -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
     ds = RecordDataset(plain, output="numpy", transform=shape_of)
@@ -180,7 +180,8 @@ def test_torch_dataloader_with_workers(plain: Path, method: str) -> None:
     )  # fmt: skip
     seen = [item for batch in loader for item in batch]
     assert [shape for shape, _ in seen] == [(16, 20 + i, 3) for i in range(24)]
-    assert isinstance(torch.utils.data.Dataset, type)
+    labels = [np.ravel(np.asarray(label)).tolist() for _, label in seen]
+    assert labels == [[float(i), 0.5] if i % 5 == 0 else [float(i % 4)] for i in range(24)]
 
 
 def first_label(label: object) -> float:

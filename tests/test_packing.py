@@ -395,3 +395,54 @@ def test_pass_through_starts_without_pillow(photos: Path) -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] == "False"
     assert photos.with_suffix(".rec").stat().st_size > 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_payloads_holding_the_magic_word_are_split_as_mxnet_writes_them(
+    tmp_path: Path, workers: int
+) -> None:
+    """Workers tell the writer whether a record must be split (so it does
+    not scan every image again): a wrong answer would write a record that
+    readers cut at the magic word. Pass-through files with the magic word
+    at aligned, unaligned and no offsets, small and large."""
+    from im2rec.recordio import frame, pack
+    from im2rec.recordio.framing import MAGIC_BYTES
+
+    root = tmp_path / "files"
+    root.mkdir()
+    payloads = {
+        "aligned.jpg": b"abcd" * 5
+        + MAGIC_BYTES
+        + b"x" * 9,  # aligned once the 24-byte header is on
+        "unaligned.jpg": b"ab" + MAGIC_BYTES + b"y" * 7,
+        "big_aligned.jpg": bytes(100_000) + MAGIC_BYTES + bytes(31) + MAGIC_BYTES,
+        "plain.jpg": b"z" * 70_000,
+    }
+    for name, data in payloads.items():
+        (root / name).write_bytes(data)
+    lst = write_lst(tmp_path / "m.lst", list(payloads), [[1.0]] * len(payloads))
+    with LocalExecutor(workers) as pool:
+        pack_list(lst, PackOptions(pass_through=True), root=root, executor=pool)
+    expected = b"".join(
+        frame(pack((0, 1.0, key, 0), data)) for key, data in enumerate(payloads.values())
+    )
+    assert (tmp_path / "m.rec").read_bytes() == expected
+    reader = IndexedRecordReader(tmp_path / "m.rec")
+    assert [unpack(reader.read_key(k))[1] for k in range(4)] == list(payloads.values())
+
+
+def test_a_file_too_large_for_a_record_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """2**29 bytes cannot be framed; the file is refused from its size (a
+    sparse file here: reading it would take 512 MB), the rest is packed."""
+    root = tmp_path / "r"
+    root.mkdir()
+    with open(root / "huge.jpg", "wb") as f:
+        f.truncate(1 << 29)
+    (root / "ok.jpg").write_bytes(b"small")
+    lst = write_lst(tmp_path / "h.lst", ["huge.jpg", "ok.jpg"])
+    result = pack_list(lst, PackOptions(pass_through=True), root=root)
+    assert result.records == 1 and dict(result.failures) == {"record-too-large": 1}
+    report = (tmp_path / "h.failures.tsv").read_text().splitlines()
+    assert (
+        report[1] == "1\t0\thuge.jpg\trecord-too-large\t536,870,912 bytes; RecordIO stores < 2**29"
+    )

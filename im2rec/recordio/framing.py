@@ -38,6 +38,7 @@ __all__ = [
     "Buffer",
     "frame",
     "frame_parts",
+    "needs_split",
     "iter_heads",
     "read_record",
 ]
@@ -103,7 +104,20 @@ def frame(data: bytes | bytearray | memoryview) -> bytes:
     return _frame_split(bytes(data))
 
 
-def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int]:
+def needs_split(*pieces: bytes | bytearray | memoryview) -> bool:
+    """Whether the record holding the concatenation of ``pieces`` has a
+    magic word at a 4-aligned offset, and so is written as a split record.
+    Packing workers answer it (in parallel) and hand the answer to
+    :func:`frame_parts`, so the writer does not scan every image again."""
+    kept = [p if isinstance(p, bytes | bytearray) else bytes(p) for p in pieces]
+    if any(len(p) & 3 for p in kept[:-1]):  # pieces scan alone only when 4-aligned
+        kept = [b"".join(kept)]
+    return any(_aligned_magics(p) for p in kept)
+
+
+def frame_parts(
+    *pieces: bytes | bytearray | memoryview, split: bool | None = None
+) -> tuple[list[Any], int]:
     """The on-disk bytes of one record holding the concatenation of
     ``pieces``, as a list of buffers to write in order (for ``os.writev``),
     and their total length.
@@ -111,18 +125,18 @@ def frame_parts(*pieces: bytes | bytearray | memoryview) -> tuple[list[Any], int
     ``bytes`` pieces are in the list as they are, not copied: a writer that
     frames an image record as (header, image bytes) never copies the image.
     Mutable buffers are copied (the caller may reuse them), and a record
-    that must be split (an aligned magic word inside) is joined.
+    that must be split (an aligned magic word inside) is joined. ``split``
+    is :func:`needs_split`'s answer when the caller already has it.
     """
     n = sum(map(len, pieces))
     if n >= MAX_RECORD_SIZE:
         raise _too_large(n)
     kept = [p if type(p) is bytes else bytes(p) for p in pieces]  # a caller may reuse its buffers
-    # Each piece can be scanned on its own when it starts 4-aligned in the record.
-    if any(len(p) & 3 for p in kept[:-1]):
-        kept = [b"".join(kept)]
-    if any(_aligned_magics(p) for p in kept):
-        split = _frame_split(b"".join(kept))
-        return [split], len(split)
+    if split is None:
+        split = needs_split(*kept)
+    if split:
+        joined = _frame_split(b"".join(kept))
+        return [joined], len(joined)
     parts: list[Any] = [_HEAD.pack(MAGIC, n), *kept]  # the common case: one whole record
     if n & 3:
         parts.append(_PADS[n & 3])

@@ -215,10 +215,17 @@ class MXIndexedRecordIO(MXRecordIO):
 
     def read_idx(self, idx: Any) -> bytes | None:
         """The record stored under key ``idx``."""
-        # The per-record hot path: one dict lookup, one framed read.
+        # The per-record hot path: one lookup, one framed read. Until the
+        # `idx` dict is asked for (or assigned), the index's own table
+        # answers: a flat list for the usual dense integer keys, which is
+        # built several times faster than a million-entry dict.
         reader = self._reader if self._reader is not None else self._live_reader()
-        offsets = self._idx if self._idx is not None else self.idx
-        data, self._pos = reader.read_next(offsets[idx])
+        offsets = self._idx
+        if offsets is None and self._index is not None:
+            offset = self._index.offset_of(idx)
+        else:
+            offset = (offsets if offsets is not None else self.idx)[idx]
+        data, self._pos = reader.read_next(offset)
         return data
 
     def write_idx(self, idx: Any, buf: bytes | bytearray | memoryview) -> None:

@@ -230,10 +230,12 @@ class RecordWriter:
         writing in place)."""
         return self._out.tmp
 
-    def write(self, data: Chunk, *more: Chunk) -> int:
+    def write(self, data: Chunk, *more: Chunk, split: bool | None = None) -> int:
         """Append one record holding ``data`` (followed by ``more``, e.g. an
         image record's header, then its image bytes: written as they are,
-        never joined); return the byte offset where it starts."""
+        never joined); return the byte offset where it starts. ``split``:
+        :func:`~im2rec.recordio.framing.needs_split` of the pieces, when the
+        caller knows it (the record is then not scanned again)."""
         extend = self._extend
         if extend is None or self._generation != _forks[0]:
             raise self._unusable()
@@ -243,7 +245,7 @@ class RecordWriter:
             self._append(framed)
             size = len(framed)
         else:
-            parts, size = frame_parts(data, *more)
+            parts, size = frame_parts(data, *more, split=split)
             extend(parts)
         self._pos = end = pos + size
         if end - self._flushed >= _BUFFER:
@@ -364,16 +366,16 @@ class IndexedRecordWriter(RecordWriter):
     def index_path(self) -> Path:
         return self._idx.path
 
-    def write_key(self, key: Any, data: Chunk, *more: Chunk) -> int:
+    def write_key(self, key: Any, data: Chunk, *more: Chunk, split: bool | None = None) -> int:
         """Append one record under ``key`` (its bytes: ``data`` then
-        ``more``, as for :meth:`write`); return its offset."""
+        ``more``, and ``split``, as for :meth:`write`); return its offset."""
         key = self.key_type(key)
         keys = self._keys
         if keys is not None and key in keys:
             raise DuplicateKeyError(
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
-        pos = self.write(data, *more) if more else self.write(data)
+        pos = self.write(data, *more, split=split) if more else self.write(data)
         if keys is not None:
             keys.add(key)
         self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
