@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test compat lint format bench demo golden clean
+.PHONY: help install test compat lint format bench demo golden clean matrix package
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -16,8 +16,9 @@ help: ## Show this help
 $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	scripts/install-pillow-simd.sh $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
+	scripts/install-pillow-simd.sh $(VENV)
 	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
@@ -39,13 +40,41 @@ $(MX_VENV)/.installed:
 # numpy 1.x with plain Pillow: the other end of what we support.
 $(ALT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(ALT_VENV)
-	$(ALT_VENV)/bin/python -m pip install --quiet 'numpy>=1.24,<2' pillow click rich tqdm pytest hypothesis
+	$(ALT_VENV)/bin/python -m pip install --quiet 'numpy>=1.24,<2' pillow click rich pytest hypothesis
 	$(ALT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
 compat: $(VENV)/.installed $(MX_VENV)/.installed $(ALT_VENV)/.installed ## Cross-check against MXNet 1.9.1; re-run the suite on numpy 1.x + plain Pillow
 	IM2REC_MXNET_PYTHON=$(MX_VENV)/bin/python $(PYTEST) -m compat
 	$(ALT_VENV)/bin/python -m pytest -m "not compat" -q
+
+# The dependency bounds, tested: the lowest versions pyproject.toml allows on
+# the oldest Python, and the newest of everything on the newest Python.
+PY310 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python) $(shell command -v python3.10))
+PY313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python) $(shell command -v python3.13))
+LOWEST := click==8.1.0 numpy==1.24.0 pillow==10.1.0 rich==13.0.0
+TEST_TOOLS := pytest hypothesis
+
+.venv-lowest/.installed: pyproject.toml
+	@test -n "$(PY310)" || { echo "make matrix needs Python 3.10 (set PY310=...)"; exit 1; }
+	$(PY310) -m venv .venv-lowest
+	.venv-lowest/bin/python -m pip install --quiet -e . $(LOWEST) $(TEST_TOOLS)
+	@touch $@
+
+.venv-newest/.installed: pyproject.toml
+	@test -n "$(PY313)" || { echo "make matrix needs Python 3.13 (set PY313=...)"; exit 1; }
+	$(PY313) -m venv .venv-newest
+	.venv-newest/bin/python -m pip install --quiet --upgrade -e . $(TEST_TOOLS)
+	@touch $@
+
+matrix: .venv-lowest/.installed .venv-newest/.installed ## The suite on Python 3.10 with the lowest deps and on 3.13 with the newest
+	.venv-lowest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich)=='
+	.venv-lowest/bin/python -m pytest -m "not compat" -q -p no:cacheprovider
+	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich)=='
+	.venv-newest/bin/python -m pytest -m "not compat" -q -p no:cacheprovider
+
+package: ## Build sdist + wheel, twine check, and a no-compiler install beside a preinstalled Pillow
+	scripts/check-package.sh $(PYTHON)
 
 lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict
 	$(BIN)/ruff check im2rec tests bench
@@ -84,5 +113,5 @@ demo: $(VENV)/.installed ## List and pack the bundled examples/ images end to en
 	$(BIN)/python examples/recordio_quickstart.py $(DEMO)
 
 clean: ## Remove virtualenvs, caches and build files
-	rm -rf $(VENV) $(MX_VENV) $(ALT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(MX_VENV) $(ALT_VENV) .venv-lowest .venv-newest dist .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

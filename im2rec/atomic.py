@@ -35,7 +35,8 @@ def exclusive(path: Path, doing: str) -> Iterator[None]:
         yield
         return
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not make us wait
+        # non-blocking: a FIFO must not make us wait (no such flag, no FIFOs)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         yield
         return

@@ -42,7 +42,7 @@ echo "Building Pillow-SIMD with CC='$cc' (a minute or two; pip caches the wheel)
 "$py" -m pip uninstall --yes --quiet pillow >/dev/null 2>&1 || true
 log=$(mktemp)
 if ! CC="$cc" "$py" -m pip install --no-binary pillow-simd --force-reinstall --no-deps \
-        'pillow-simd>=9' >"$log" 2>&1; then
+        'pillow-simd>=9.1' >"$log" 2>&1; then
     tail -n 25 "$log" >&2
     cat >&2 <<MSG
 error: building Pillow-SIMD failed (full log: $log).

@@ -152,3 +152,36 @@ def test_an_interrupted_error_from_sigterm_exits_143() -> None:
 def test_unknown_command_is_usage_error() -> None:
     result = CliRunner().invoke(main, ["frobnicate"])
     assert result.exit_code == 2 and "No such command" in result.output
+
+
+def test_dash_is_stdin_for_the_rec_and_stdout_for_one_output(tmp_path: Path) -> None:
+    import io
+
+    from im2rec.recordio import IndexedRecordWriter, pack
+
+    jpeg = io.BytesIO()
+    PIL.Image.new("RGB", (8, 8), (200, 10, 10)).save(jpeg, "JPEG")
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for i in range(3):
+            w.write_key(i, pack((0, float(i), i, 0), jpeg.getvalue()))
+    data = (tmp_path / "d.rec").read_bytes()
+    try:  # stdout and stderr apart: click 8.2+ always, 8.1 when asked
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(main, ["index", "-", "-o", "-"], input=data)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (tmp_path / "d.idx").read_text()  # keys 0..2, as written
+    assert "standard output: 3 records indexed" in result.stderr
+    result = runner.invoke(main, ["index", "-"], input=data)
+    assert result.exit_code == 2 and "standard input needs -o" in result.stderr
+    result = runner.invoke(main, ["verify", "-"], input=data)
+    assert result.exit_code == 0 and "3 records" in result.stdout
+    result = runner.invoke(main, ["info", "-", "--json"], input=data)
+    assert result.exit_code == 0 and '"records": 3' in result.stdout
+    result = runner.invoke(main, ["show", "-", "-o", "-"], input=data)
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes.startswith(b"\x89PNG\r\n\x1a\n")
+    with PIL.Image.open(io.BytesIO(result.stdout_bytes)) as sheet:
+        assert sheet.format == "PNG" and sheet.size == (2 * 128, 2 * (128 + 14))
+    assert "standard output: 3 records" in result.stderr

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # rich is imported when output is made, not at start-up
 from ..errors import ConfigError, Im2RecError
 
 __all__ = [
+    "DASH_REC",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "Terminated",
@@ -33,8 +34,12 @@ __all__ = [
     "progress_bar",
     "progress_counter",
     "sigterm_as_interrupt",
+    "spooled_input",
+    "to_stdout",
 ]
 
+#: A .rec argument that may be ``-`` (standard input).
+DASH_REC = click.Path(exists=True, dir_okay=False, allow_dash=True)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process it killed
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -214,3 +219,40 @@ def progress_bar(*, quiet: bool = False) -> Iterator[_Bar]:
     )
     with Progress(*columns, console=console, transient=False) as progress:
         yield _Bar(progress)
+
+
+@contextmanager
+def spooled_input(path: str, suffix: str = ".rec") -> Iterator[str]:
+    """``path`` itself, or for ``-`` a temporary file holding standard input:
+    the readers need random access, so a piped ``.rec`` is copied to
+    ``$TMPDIR`` first (and removed after)."""
+    if path != "-":
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="im2rec-stdin-") as tmp:
+        target = os.path.join(tmp, f"stdin{suffix}")
+        with open(target, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f, 1 << 22)
+        yield target
+
+
+@contextmanager
+def to_stdout(path: str, suffix: str) -> Iterator[str]:
+    """``path`` itself, or for ``-`` a temporary file that is copied to
+    standard output when the block succeeds (``rec show -o -``)."""
+    if path != "-":
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="im2rec-stdout-") as tmp:
+        target = os.path.join(tmp, f"out{suffix}")
+        yield target
+        with open(target, "rb") as f:
+            sys.stdout.flush()
+            shutil.copyfileobj(f, sys.stdout.buffer)
+            sys.stdout.buffer.flush()

@@ -8,7 +8,7 @@ import click
 
 from ..converting import merge_recs, read_class_map, unpack_rec
 from ..sheets import contact_sheet
-from .common import handle_errors
+from .common import DASH_REC, handle_errors, spooled_input, to_stdout
 
 __all__ = ["merge_command", "show_command", "unpack_command"]
 
@@ -53,9 +53,14 @@ def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_
 
 
 @click.command("show")
-@click.argument("rec", type=REC)
+@click.argument("rec", type=DASH_REC)
 @click.option(
-    "-o", "--output", default="sheet.png", show_default=True, type=click.Path(dir_okay=False)
+    "-o",
+    "--output",
+    default="sheet.png",
+    show_default=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="The format follows the suffix; `-` writes a PNG to standard output.",
 )
 @click.option(
     "-n", "count", default=64, show_default=True, type=click.IntRange(min=1), help="Thumbnails."
@@ -85,12 +90,14 @@ def show_command(
     Examples:
       rec show train.rec -o sheet.png
       rec show train.rec -n 100 --random --label 3
+      rec show train.rec -o - | display     # a PNG on standard output
     """
-    with handle_errors():
+    with handle_errors(), spooled_input(rec) as path, to_stdout(output, ".png") as target:
         shown, size = contact_sheet(
-            rec, output, n=count, shuffle=shuffle, label=label, seed=seed, thumb=thumb
+            path, target, n=count, shuffle=shuffle, label=label, seed=seed, thumb=thumb
         )
-    click.echo(f"{output}: {shown} records, {size[0]}x{size[1]} pixels")
+    where = "standard output" if output == "-" else output
+    click.echo(f"{where}: {shown} records, {size[0]}x{size[1]} pixels", err=output == "-")
 
 
 @click.command("merge")

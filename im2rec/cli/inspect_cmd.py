@@ -8,16 +8,22 @@ from pathlib import Path
 import click
 
 from ..inspection import rebuild_index, summarise, verify
-from .common import err_console, handle_errors, out_console, progress_bar
+from ..recordio.index import format_index_line
+from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
 
 __all__ = ["index_command", "info_command", "verify_command"]
 
-REC = click.Path(exists=True, dir_okay=False)
+REC = DASH_REC  # `-`: the .rec comes on standard input
 
 
 @click.command("index")
 @click.argument("rec", type=REC)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="[default: REC with .idx]")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="[default: REC with .idx; `-`: standard output]",
+)
 @click.option(
     "--keys",
     type=click.Choice(["seq", "id"]),
@@ -36,16 +42,24 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
       rec index train.rec                 # train.idx, keys 0..N-1
       rec index train.rec --keys id       # keys = header ids, as im2rec.py
       rec index damaged.rec --recover -o damaged.idx
+      cat train.rec | rec index - -o -   # from standard input to standard output
     """
+    if rec == "-" and not output:
+        raise click.UsageError("a .rec read from standard input needs -o (a file, or - for stdout)")
     target = Path(output) if output else Path(rec).with_suffix(".idx")
-    with handle_errors():
-        index, damages = rebuild_index(rec, keys="id" if keys == "id" else "seq", recover=recover)
-        index.save(target)  # atomic
+    with handle_errors(), spooled_input(rec) as path:
+        index, damages = rebuild_index(path, keys="id" if keys == "id" else "seq", recover=recover)
+        if output == "-":
+            lines = map(format_index_line, index.key_list(), index.offsets.tolist())
+            click.echo("".join(lines), nl=False)
+        else:
+            index.save(target)  # atomic
     for d in damages:
         err_console().print(f"skipped bytes {d.offset:,} to {d.end:,}: {d.reason}", markup=False)
     click.echo(
-        f"{target}: {len(index):,} records indexed"
-        + (f", {len(damages)} damaged stretch(es) skipped" if damages else "")
+        f"{'standard output' if output == '-' else target}: {len(index):,} records indexed"
+        + (f", {len(damages)} damaged stretch(es) skipped" if damages else ""),
+        err=output == "-",
     )
 
 
@@ -76,9 +90,13 @@ def verify_command(
       rec verify train.rec
       rec verify train.rec --decode --manifest train.pack.json --json
     """
-    with handle_errors(writes=False), progress_bar(quiet=as_json) as bar:
-        track = bar.track(Path(rec).name, total=Path(rec).stat().st_size)
-        result = verify(rec, idx, decode=decode, manifest=manifest,
+    with (
+        handle_errors(writes=False),
+        spooled_input(rec) as path,
+        progress_bar(quiet=as_json) as bar,
+    ):
+        track = bar.track(Path(rec).name, total=Path(path).stat().st_size)
+        result = verify(path, idx, decode=decode, manifest=manifest,
                         on_progress=lambda done, total: track(done, total, done))  # fmt: skip
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
@@ -105,8 +123,8 @@ def info_command(rec: str, full: bool, as_json: bool) -> None:
       rec info train.rec
       rec info train.rec --full --json
     """
-    with handle_errors(writes=False):
-        info = summarise(rec, sample=None if full else 200)
+    with handle_errors(writes=False), spooled_input(rec) as path:
+        info = summarise(path, sample=None if full else 200)
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return

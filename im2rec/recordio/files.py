@@ -25,19 +25,34 @@ __all__ = [
     "NOT_REGULAR",
     "FileView",
     "open_regular",
+    "pread",
     "read_json",
     "read_regular_file",
     "split_lines",
 ]
 
 NOT_REGULAR = "not a regular file (a FIFO, device or socket)"
+# POSIX: open() of a FIFO waits for a writer unless non-blocking. Where the
+# flag does not exist (Windows) there are no FIFOs to wait on.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+if hasattr(os, "pread"):
+    pread = os.pread
+else:  # Windows: no pread; a seek and a read under one lock (there is no fork to share it)
+    _SEEK = threading.Lock()
+
+    def pread(fd: int, n: int, offset: int, /) -> bytes:
+        """``os.pread`` where the platform has none."""
+        with _SEEK:
+            os.lseek(fd, offset, os.SEEK_SET)
+            return os.read(fd, n)
 
 
 def open_regular(path: str | os.PathLike[str], folder: str = "is a folder") -> tuple[int, int]:
     """``(fd, size)`` of a regular file, opened read-only without waiting;
     :class:`Im2RecError` naming the path otherwise (``folder`` says what a
     folder is not). ``FileNotFoundError`` passes through."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_BINARY", 0))
     info = os.fstat(fd)
     if stat.S_ISREG(info.st_mode):
         return fd, info.st_size
@@ -110,16 +125,16 @@ class FileView:
         if off >= 0 and off + need <= len(block):
             return block, off
         ahead = self.STREAM if 0 <= off <= len(block) + 64 else self.BLOCK
-        block = os.pread(self.fd, ahead, start)
+        block = pread(self.fd, ahead, start)
         if len(block) < need and start + len(block) < self.size:
             block = self._pread(start, min(max(need, ahead), self.size - start), need)
         self._block = (start, block)
         return block, 0
 
     def _pread(self, start: int, n: int, need: int) -> bytes:
-        data = os.pread(self.fd, n, start)
+        data = pread(self.fd, n, start)
         while len(data) < need:  # pread may return less than asked; only 0 means the end
-            more = os.pread(self.fd, n - len(data), start + len(data))
+            more = pread(self.fd, n - len(data), start + len(data))
             if not more:
                 raise self._shrunk(start + len(data))
             data += more

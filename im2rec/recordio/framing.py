@@ -21,11 +21,11 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
-from os import pread as _pread
 from typing import Any
 
 from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 from .files import FileView
+from .files import pread as _pread
 
 __all__ = [
     "CFLAG_FIRST",

@@ -32,6 +32,15 @@ _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 _HASH_BACKLOG = 4  # flushes (of ~1 MiB) waiting for the SHA-256 thread
 _SMALL = 1 << 14  # records below this are joined into one buffer before writing
 
+_writev: Callable[[int, Any], int]
+if hasattr(os, "writev"):
+    _writev = os.writev
+else:  # Windows: one write for the first buffer; write_all goes on with the rest
+
+    def _writev(fd: int, buffers: Any, /) -> int:  # noqa: ANN401 - os.writev's own signature
+        return os.write(fd, buffers[0])
+
+
 # Bumped in every forked child, so a writer can tell it was inherited without
 # a getpid() system call per record.
 _forks = [0]
@@ -70,7 +79,7 @@ def write_all(fd: int, parts: list[Any]) -> None:
     parts, i = list(parts), 0  # the caller's list stays whole (the hash thread reads it)
     while i < len(parts):
         batch = parts[i : i + _IOV_MAX]
-        done = os.writev(fd, batch)
+        done = _writev(fd, batch)
         for part in batch:
             if done < len(part):
                 parts[i] = memoryview(part)[done:]  # the rest of a partly written buffer
