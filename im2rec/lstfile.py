@@ -117,9 +117,32 @@ def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Pa
             matches = _lists_in(os.path.dirname(target) or ".", os.path.basename(target))
         if not matches:
             where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
+            if os.path.isdir(target) and _holds_images(target):
+                raise MissingFileError(
+                    f"no .lst files in {target}, which is a folder of images: list it first, "
+                    f"`rec list {target} --recursive`, then `rec pack {target.rstrip('/')}`"
+                )
             raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
         found.update(dict.fromkeys(matches))
     return list(found)
+
+
+def _holds_images(folder: str) -> bool:
+    """Whether ``folder`` or one of its subfolders (a look, not a walk) holds
+    image files: then the user meant `rec list` before `rec pack`."""
+    exts = (".jpg", ".jpeg", ".png")
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+        for entry in entries[:1000]:
+            if entry.name.lower().endswith(exts):
+                return True
+            inside = os.listdir(entry.path)[:1000] if entry.is_dir() else []
+            if any(n.lower().endswith(exts) for n in inside):
+                return True
+    except OSError:
+        return False
+    return False
 
 
 def _lists_in(folder: str, stem: str = "") -> list[Path]:

@@ -53,6 +53,8 @@ __all__ = [
     "PackInterrupted",
     "PackOptions",
     "PackResult",
+    "all_failed",
+    "likely_cause",
     "pack_list",
     "resolve_root",
 ]
@@ -234,6 +236,7 @@ class PackResult:
     resumed_from: int = 0  # entries already packed by an earlier, interrupted run
     already_done: bool = False  # --resume found the finished output
     dropped_labels: int = 0  # lines whose extra labels were not packed (no --pack-label)
+    discarded_partial: int = 0  # bytes of an interrupted run's output thrown away (no --resume)
     root: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -288,6 +291,7 @@ def _pack_list(
     if resume and not files.state.exists() and finished(files, state, items, same):
         return _result_from_manifest(files, items)
     start, keys, failures = recover(files, items, state, same) if resume else (0, [], Counter())
+    discarded = files.rec_tmp.stat().st_size if not resume and files.rec_tmp.exists() else 0
     if not start:
         start_fresh(files, state)
     result = PackResult(
@@ -295,6 +299,7 @@ def _pack_list(
         failures, resumed_from=start, root=state["root"],
     )  # fmt: skip
     result.dropped_labels = 0 if options.pack_label else sum(len(i.labels) > 1 for i in items)
+    result.discarded_partial = discarded
     writer = IndexedRecordWriter(
         files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
         append=bool(start), hashing=True, check_keys=False,  # read_lst refused duplicates
@@ -307,7 +312,36 @@ def _pack_list(
                        writer, report, result, on_progress)  # fmt: skip
     result.seconds = time.perf_counter() - t0
     _finish(files, writer, result, state)
+    if not result.records and result.failures:
+        # Nothing usable was made: no empty .rec that looks like a dataset,
+        # only the failure report, and an error saying what likely went wrong.
+        for path in (files.rec, files.idx, files.manifest):
+            path.unlink(missing_ok=True)
+        raise DatasetError(all_failed(result))
     return result
+
+
+def likely_cause(failures: Counter[str], root: str) -> str:
+    """What most likely went wrong when (nearly) every image failed."""
+    total = sum(failures.values())
+    if failures.get("missing", 0) * 2 > total:
+        where = f" under {root}" if root else ""
+        return (
+            f"most were not found{where}: is that the folder the list's paths are "
+            "relative to? Pass it with --root"
+        )
+    if failures.get("undecodable", 0) * 2 > total:
+        return "most are not images Pillow can decode: are these image files?"
+    return "see the failure report"
+
+
+def all_failed(result: PackResult) -> str:
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(result.failures.items()))
+    report = f" (listed in {result.failure_report})" if result.failure_report else ""
+    return (
+        f"{result.lst}: every one of its {result.entries:,} images failed ({reasons}){report}, "
+        f"so no .rec was written; {likely_cause(result.failures, result.root)}"
+    )
 
 
 def _packs_to(encoder: Encoder, item: ListItem, record: bytes) -> bool:

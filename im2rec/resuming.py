@@ -144,9 +144,10 @@ def recover(
     except (OSError, ValueError):
         return 0, [], Counter()  # nothing (readable) to resume: start over
     if saved != state:
+        why = differences(saved, state, files.lst.name)
         raise DatasetError(
-            f"{files.rec_tmp}: the partial output was made from another version of "
-            f"{files.lst.name}, another root or other options; run without --resume to start over"
+            f"{files.rec_tmp}: the partial output was made {why}; run again with those, or "
+            "without --resume to start over"
         )
     if not files.rec_tmp.exists() or not files.idx_tmp.exists():
         return 0, [], Counter()
@@ -165,6 +166,25 @@ def recover(
     start = position_of[entries[-1][0]] + 1 if keep else 0
     failures = _cut_report(files.report_tmp, items[start].line if start < len(items) else None)
     return start, [key for key, _, _ in entries], failures
+
+
+def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
+    """What differs between the run that made a partial output and this one,
+    with both values: ``"with --resize 256 (now 0)"``."""
+    if not isinstance(saved, dict):
+        return "by another version of im2rec"
+    out = []
+    if saved.get("list_sha256") != state["list_sha256"]:
+        out.append(f"from another version of {lst} (it changed since)")
+    if saved.get("root") != state["root"]:
+        out.append(f"with the images in {saved.get('root')} (now {state['root']})")
+    options = saved.get("options")
+    before: dict[str, Any] = options if isinstance(options, dict) else {}
+    for name, now in state["options"].items():
+        if before.get(name) != now:
+            flag = "--" + name.replace("_", "-")
+            out.append(f"with {flag} {before.get(name)} (now {now})")
+    return ", ".join(out) or "by another version of im2rec"
 
 
 def _complete_index_lines(data: bytes) -> list[tuple[int, int, int]]:

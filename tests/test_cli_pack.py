@@ -192,3 +192,54 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     ) == reference
     assert not list(many.parent.glob("*.partial*"))
     os.sync()
+
+
+def test_a_wrong_root_is_an_error_not_an_empty_success(example: Path) -> None:
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+    (example / "elsewhere").mkdir()
+    code, output = run("pack", "example.lst", "--root", "elsewhere", "-q")
+    assert code == 1, output
+    assert "example.lst: every one of its 18 images failed (18 missing) (listed in" in output
+    assert "so no .rec was written" in output and not (example / "example.rec").exists()
+    assert (
+        f"most were not found under {example / 'elsewhere'}: is that the folder the list's"
+        in output
+    )
+    assert "Pass it with --root" in output
+
+
+def test_most_images_failing_is_said(example: Path) -> None:
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+    for f in sorted((example / "example").rglob("*.jpg"))[:12]:
+        f.unlink()
+    result = CliRunner().invoke(main, ["pack", "example.lst", "--pass-through"])
+    assert result.exit_code == 0
+    assert (
+        "example.lst: 12 of 18 images failed, more than were packed; most were not found"
+        in result.output
+    )
+
+
+def test_a_folder_of_images_says_to_list_it_first(example: Path) -> None:
+    code, output = run("pack", "./example/")
+    assert code == 1
+    assert "which is a folder of images: list it first, `rec list ./example/ --recursive`" in output
+
+
+def test_starting_over_says_that_partial_work_was_discarded(example: Path) -> None:
+    from im2rec.packing import PackInterrupted, PackOptions, pack_list
+
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+
+    def stop(done: int, _total: int, _bytes: int) -> None:
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PackInterrupted):
+        pack_list(example / "example.lst", PackOptions(pass_through=True), on_progress=stop)
+    result = CliRunner().invoke(main, ["pack", "example.lst", "--pass-through"])
+    assert result.exit_code == 0
+    assert "example.lst: an interrupted run's partial output (" in result.output
+    assert (
+        "was discarded and packing started over; --resume would have continued it" in result.output
+    )

@@ -290,10 +290,17 @@ def test_resume_with_other_options_is_refused(photos: Path) -> None:
     with pytest.raises(PackInterrupted):
         pack_list(photos, PackOptions(resize=24), on_progress=interrupt_after(30))
     with pytest.raises(
-        DatasetError, match="made from another version of ph.lst, another root or other options"
+        DatasetError,
+        match=r"the partial output was made with --resize 24 \(now 32\); run again with those, "
+        "or without --resume to start over",
     ):
         pack_list(photos, PackOptions(resize=32), resume=True)
-    pack_list(photos, PackOptions(resize=32))  # without --resume: starts over
+    lines = photos.read_text().splitlines(True)
+    photos.write_text("".join(lines[:-1]))
+    with pytest.raises(DatasetError, match=r"made from another version of ph.lst \(it changed"):
+        pack_list(photos, PackOptions(resize=24), resume=True)
+    result = pack_list(photos, PackOptions(resize=32))  # without --resume: starts over
+    assert result.discarded_partial > 0 and result.resumed_from == 0
     assert not photos.with_suffix(".rec.partial").exists()
 
 

@@ -10,7 +10,7 @@ import click
 
 from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
-from ..packing import PackOptions, PackResult, pack_list
+from ..packing import PackOptions, PackResult, likely_cause, pack_list
 from .common import err_console, handle_errors, num_workers_option, out_console, progress_bar
 
 if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
@@ -165,11 +165,22 @@ def pack_command(
         click.echo(json.dumps([r.to_dict() for r in results], indent=1))
     elif not quiet:
         _summary(results)
+    for r in results:  # (pack_list raises this itself for a plain list)
+        if not isinstance(r, PackResult) and r.entries and r.records == 0:
+            raise click.ClickException(_all_failed(r))
     failed = sum(sum(r.failures.values()) for r in results)
     if strict and failed:
         raise click.ClickException(
             f"{failed:,} image(s) failed (--strict); see the failure report(s)"
         )
+
+
+def _all_failed(r: ShardedResult) -> str:
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(r.failures.items()))
+    return (
+        f"{r.lst}: every one of its {r.entries:,} images failed ({reasons}), so its shards "
+        f"hold no records; {likely_cause(r.failures, '')}"
+    )
 
 
 def _check_shard_options(shards: int | None, executor: str, global_index: bool) -> None:
@@ -217,6 +228,19 @@ def _warn(result: PackResult | ShardedResult) -> None:
                 f"{result.lst.stem}-*.rec[/]",
             )
         return
+    failed = sum(result.failures.values())
+    if result.records and failed > result.records and not result.already_done:
+        err_console().print(
+            f"[yellow]{result.lst.name}: {failed:,} of {result.entries:,} images failed, more "
+            f"than were packed; {likely_cause(result.failures, result.root)}[/]",
+            markup=True,
+        )
+    if result.discarded_partial:
+        err_console().print(
+            f"[yellow]{result.lst.name}: an interrupted run's partial output "
+            f"({result.discarded_partial:,} bytes) was discarded and packing started over; "
+            "--resume would have continued it[/]"
+        )
     if result.dropped_labels:
         err_console().print(
             f"[yellow]{result.dropped_labels:,} line(s) of {result.lst.name} have more than one "
