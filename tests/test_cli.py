@@ -185,3 +185,30 @@ def test_dash_is_stdin_for_the_rec_and_stdout_for_one_output(tmp_path: Path) -> 
     with PIL.Image.open(io.BytesIO(result.stdout_bytes)) as sheet:
         assert sheet.format == "PNG" and sheet.size == (2 * 128, 2 * (128 + 14))
     assert "standard output: 3 records" in result.stderr
+
+
+def test_an_unknown_command_names_the_closest_one() -> None:
+    result = CliRunner().invoke(main, ["lst", "./example"])
+    assert result.exit_code == 2
+    assert (
+        "Error: No such command 'lst'. Did you mean 'list'? See `rec --help` for the list."
+        in result.output
+    )
+
+
+def test_an_option_of_another_command_says_whose_it_is() -> None:
+    result = CliRunner().invoke(main, ["pack", "--no-shuffle"])
+    assert result.exit_code == 2
+    assert (
+        "Error: No such option: --no-shuffle for `rec pack`; it is an option of `rec list` "
+        "(im2rec.py took every option in one command line; rec splits listing from packing)"
+    ) in result.output
+    result = CliRunner().invoke(main, ["pack", "--resiz", "3"])  # a typo keeps click's suggestion
+    assert result.exit_code == 2 and "--resize" in result.output
+
+
+def test_pack_help_explains_encoding_and_workers() -> None:
+    result = CliRunner().invoke(main, ["pack", "--help"])
+    text = " ".join(result.output.split())
+    assert "Format of re-encoded images (PNG keeps alpha and 16 bits with --color -1)" in text
+    assert "processes, or threads with --pass-through" in text

@@ -136,3 +136,11 @@ def test_the_list_hint_makes_the_same_lists(tree: Path, capsys: pytest.CaptureFi
     done = CliRunner().invoke(rec, [*shlex.split(hint)[1:], "-q"])
     assert done.exit_code == 0, done.output
     assert {p.name: p.read_bytes() for p in tree.glob("data*.lst")} == lists
+
+
+def test_help_shows_no_default_for_the_no_shuffle_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    line = next(ln for ln in help_text.splitlines() if "--no-shuffle " in ln)
+    assert "default" not in line and "keep the walk order" in line

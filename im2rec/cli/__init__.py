@@ -8,6 +8,7 @@ SIGTERM (handled like Ctrl-C).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -50,6 +51,18 @@ COMMANDS = {
 }
 
 
+def _owner_of(option: str, command: str | None) -> str | None:
+    """The other command that takes ``option``, if one does."""
+    for name in sorted(COMMANDS):
+        if name == command:
+            continue
+        module, attr = COMMANDS[name].split(":")
+        other = getattr(importlib.import_module(module, __package__), attr)
+        if any(option in p.opts or option in p.secondary_opts for p in other.params):
+            return name
+    return None
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
 
@@ -63,6 +76,33 @@ class LazyGroup(click.Group):
             assert isinstance(command, click.Command)
             return command
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command names the closest ones (`rec lst`: did you
+        mean list?)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.5)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint} See `rec --help` for the list.")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            command = exc.ctx.info_name if exc.ctx else None
+            owner = _owner_of(exc.option_name, command)
+            if owner:
+                raise click.UsageError(
+                    f"No such option: {exc.option_name} for `rec {command}`; it is an option of "
+                    f"`rec {owner}` (im2rec.py took every option in one command line; rec "
+                    "splits listing from packing)",
+                    ctx=exc.ctx,
+                ) from exc
+            raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

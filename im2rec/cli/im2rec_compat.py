@@ -47,7 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--train-ratio", type=float, default=1.0, help="ratio of images for training.")
     c.add_argument("--test-ratio", type=float, default=0, help="ratio of images for testing.")
     c.add_argument("--recursive", action="store_true", help="one label per subfolder")
-    c.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep walk order")
+    c.add_argument(
+        "--no-shuffle",
+        dest="shuffle",
+        action="store_false",
+        default=argparse.SUPPRESS,  # no "(default: True)" beside a flag that turns it off
+        help="keep the walk order (im2rec.py shuffles with seed 100)",
+    )
     r = p.add_argument_group("Options for creating database")
     r.add_argument("--pass-through", action="store_true", help="store the image files as they are")
     r.add_argument("--resize", type=int, default=0, help="shorter edge of the image, 0 to keep")
@@ -83,7 +89,7 @@ def _make_list(args: argparse.Namespace) -> None:
         test_ratio = 0.0
     options = ListOptions(
         recursive=args.recursive, exts=tuple(args.exts), chunks=args.chunks,
-        train_ratio=args.train_ratio, test_ratio=test_ratio, shuffle=args.shuffle,
+        train_ratio=args.train_ratio, test_ratio=test_ratio, shuffle=getattr(args, "shuffle", True),
     )  # fmt: skip
     result = make_lists(args.root, args.prefix, options)
     if args.recursive:  # im2rec.py printed the class map; scripts may read it

@@ -28,7 +28,10 @@ __all__ = ["pack_command"]
     "by `rec list`, else the folder named like the list]",
 )
 @num_workers_option(
-    default_workers, "Worker processes that read and encode images.", "number of CPUs"
+    default_workers,
+    "Workers that read and encode images: processes, or threads with --pass-through "
+    "(which only reads).",
+    "number of CPUs",
 )
 @click.option("--pass-through", is_flag=True, help="Store the image files' bytes unchanged.")
 @click.option(
@@ -51,7 +54,13 @@ __all__ = ["pack_command"]
     show_default=True,
     help="JPEG quality; for PNG the zlib level, clamped to 0-9.",
 )
-@click.option("--encoding", type=click.Choice([".jpg", ".png"]), default=".jpg", show_default=True)
+@click.option(
+    "--encoding",
+    type=click.Choice([".jpg", ".png"]),
+    default=".jpg",
+    show_default=True,
+    help="Format of re-encoded images (PNG keeps alpha and 16 bits with --color -1).",
+)
 @click.option(
     "--color",
     type=click.Choice(["1", "0", "-1"]),
