@@ -317,7 +317,15 @@ def _pack_list(
         # only the failure report, and an error saying what likely went wrong.
         for path in (files.rec, files.idx, files.manifest):
             path.unlink(missing_ok=True)
-        raise DatasetError(all_failed(result))
+        raise DatasetError(
+            all_failed(
+                result.lst,
+                result.entries,
+                result.failures,
+                result.root,
+                listed_in=result.failure_report,
+            )  # fmt: skip
+        )
     return result
 
 
@@ -335,12 +343,20 @@ def likely_cause(failures: Counter[str], root: str) -> str:
     return "see the failure report"
 
 
-def all_failed(result: PackResult) -> str:
-    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(result.failures.items()))
-    report = f" (listed in {result.failure_report})" if result.failure_report else ""
+def all_failed(
+    lst: Path,
+    entries: int,
+    failures: Counter[str],
+    root: str = "",
+    outcome: str = "so no .rec was written",
+    listed_in: Path | None = None,
+) -> str:
+    """The error for a list whose every image failed (plain or sharded)."""
+    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(failures.items()))
+    where = f" (listed in {listed_in})" if listed_in else ""
     return (
-        f"{result.lst}: every one of its {result.entries:,} images failed ({reasons}){report}, "
-        f"so no .rec was written; {likely_cause(result.failures, result.root)}"
+        f"{lst}: every one of its {entries:,} images failed ({reasons}){where}, {outcome}; "
+        f"{likely_cause(failures, root)}"
     )
 
 

@@ -10,7 +10,7 @@ import click
 
 from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
-from ..packing import PackOptions, PackResult, likely_cause, pack_list
+from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
 from .common import err_console, handle_errors, num_workers_option, out_console, progress_bar
 
 if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
@@ -176,20 +176,14 @@ def pack_command(
         _summary(results)
     for r in results:  # (pack_list raises this itself for a plain list)
         if not isinstance(r, PackResult) and r.entries and r.records == 0:
-            raise click.ClickException(_all_failed(r))
+            raise click.ClickException(
+                all_failed(r.lst, r.entries, r.failures, outcome="so its shards hold no records")
+            )
     failed = sum(sum(r.failures.values()) for r in results)
     if strict and failed:
         raise click.ClickException(
             f"{failed:,} image(s) failed (--strict); see the failure report(s)"
         )
-
-
-def _all_failed(r: ShardedResult) -> str:
-    reasons = ", ".join(f"{n:,} {k}" for k, n in sorted(r.failures.items()))
-    return (
-        f"{r.lst}: every one of its {r.entries:,} images failed ({reasons}), so its shards "
-        f"hold no records; {likely_cause(r.failures, '')}"
-    )
 
 
 def _check_shard_options(shards: int | None, executor: str, global_index: bool) -> None:
