@@ -8,6 +8,7 @@ outputs stay as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,8 +87,11 @@ class AtomicGroup:
         self._pending.clear()
 
     def discard(self) -> None:
+        """Remove the temporary files, as far as possible: this runs while
+        an error propagates, and a failing clean-up must not replace it."""
         for tmp, _ in self._pending:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         self._pending.clear()
 
     def __enter__(self) -> AtomicGroup:

@@ -11,6 +11,7 @@ per shard.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -145,7 +146,8 @@ class DaskRunner:
                 "run the same command with --resume to pack the rest"
             ) from None
         except BaseException:
-            self.client.cancel(futures)
+            with contextlib.suppress(OSError):  # a lost scheduler must not hide the error
+                self.client.cancel(futures)
             raise
         finally:
             self.client.unsubscribe_topic(TOPIC)

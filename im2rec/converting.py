@@ -26,9 +26,9 @@ from .errors import (
     TruncatedRecordError,
 )
 from .inspection import Damage, header_at, walk_records
-from .names import ConfinedWriter, relative_name
+from .lstfile import read_class_map
+from .names import ConfinedWriter
 from .recordio import RecordReader, load_index, read_record, unpack
-from .recordio.files import read_regular_file, split_lines
 from .recordio.index import format_index_line
 
 __all__ = ["UnpackResult", "merge_recs", "read_class_map", "unpack_rec"]
@@ -37,30 +37,6 @@ _SIGNATURES = (
     (b"\xff\xd8\xff", ".jpg"), (b"\x89PNG\r\n\x1a\n", ".png"), (b"GIF8", ".gif"),
     (b"BM", ".bmp"), (b"RIFF", ".webp"),
 )  # fmt: skip
-
-
-def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
-    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
-    Each folder must be a relative path (:func:`~im2rec.names.relative_name`):
-    a map is often someone else's file, and its names become folders."""
-    classes: dict[int, str] = {}
-    try:
-        text = read_regular_file(path).decode("utf-8-sig")
-    except FileNotFoundError:
-        raise MissingFileError(f"{path}: class map not found") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
-    for lineno, line in enumerate(split_lines(text), 1):
-        if not line.strip():
-            continue
-        label, sep, folder = line.partition("\t")
-        label = label.strip()
-        if not sep or not (label.isascii() and label.isdigit()):
-            raise DatasetError(f"{path}:{lineno}: expected `label<TAB>folder`, got {line!r}")
-        if int(label) in classes:
-            raise DatasetError(f"{path}:{lineno}: label {label} is already mapped")
-        classes[int(label)] = relative_name(folder, f"{path}:{lineno}")
-    return classes
 
 
 def _extension(payload: bytes) -> str | None:
@@ -192,14 +168,21 @@ def merge_recs(
     out: str | os.PathLike[str],
     *,
     renumber: bool = False,
+    overwrite: bool = True,
 ) -> tuple[int, int]:
     """Concatenate ``.rec`` files (and their ``.idx``, offsets shifted) into
-    ``out`` and its ``.idx``. Returns ``(records, bytes)``.
+    ``out`` and its ``.idx``. Returns ``(records, bytes)``. With
+    ``overwrite=False`` an existing ``out`` (or its ``.idx``) is an error.
 
     Each input's record headers are walked first (cheap: 8 bytes a record)
     and its ``.idx`` checked against them: a damaged input would otherwise
     make a merged file whose index points into the next input's bytes."""
     target = Path(out)
+    existing = [p for p in (target, target.with_suffix(".idx")) if p.exists()]
+    if existing and not overwrite:
+        raise DatasetError(
+            f"{existing[0]}: already exists; pass --overwrite to replace it, or choose another -o"
+        )
     keys: list[Any] = []
     offsets: list[np.ndarray] = []
     owner: dict[Any, Path] = {}  # key -> the input it came from

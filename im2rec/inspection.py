@@ -321,6 +321,14 @@ def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str) -
         overflow[name] += 1
 
 
+def _widths(flags: Counter[int]) -> Counter[int]:
+    """Records by labels held: flags 0 and 1 both hold one label."""
+    out: Counter[int] = Counter()
+    for flag, n in flags.items():
+        out[max(flag, 1)] += n
+    return out
+
+
 def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict[str, Any]:
     """Counts, labels, ids, image formats and sizes (from ``sample`` records
     spread over the file, or all with ``sample=None``), split records, index.
@@ -374,7 +382,13 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             agrees = False
     return {
         "path": reader.name, "bytes": size, "records": n, "split_records": split,
+        # MXNet's label_width: flag 0 is one label in the header, flag k > 0
+        # is k labels before the image; "flags" keeps the raw header field.
         "label_width": (
+            {str(k): v for k, v in sorted(_widths(flags).items())}
+            if not overflow["flags"] else {"distinct": f">{_DISTINCT}"}
+        ),
+        "flags": (
             {str(k): v for k, v in sorted(flags.items())}
             if not overflow["flags"] else {"distinct": f">{_DISTINCT}"}
         ),

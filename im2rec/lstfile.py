@@ -10,18 +10,21 @@ is an error naming the line, because a silently shorter dataset is worse.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatasetError, MissingFileError
+from .names import relative_name
 from .recordio.files import read_json, read_regular_file, split_lines
 
 __all__ = [
     "ListItem",
     "bad_chars",
     "cannot_carry",
+    "class_map_beside",
     "class_map_text",
     "find_lists",
     "find_root",
@@ -29,6 +32,7 @@ __all__ = [
     "item_line",
     "lst_text",
     "printable",
+    "read_class_map",
     "read_lst",
 ]
 
@@ -232,3 +236,48 @@ def printable(path: str) -> str:
     """A path for reports: undecodable bytes and control characters escaped."""
     text = path.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
+    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
+    Each folder must be a relative path (:func:`~im2rec.names.relative_name`):
+    a map is often someone else's file, and its names become folders."""
+    classes: dict[int, str] = {}
+    try:
+        text = read_regular_file(path).decode("utf-8-sig")
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: class map not found") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
+    for lineno, line in enumerate(split_lines(text), 1):
+        if not line.strip():
+            continue
+        label, sep, folder = line.partition("\t")
+        label = label.strip()
+        if not sep or not (label.isascii() and label.isdigit()):
+            raise DatasetError(f"{path}:{lineno}: expected `label<TAB>folder`, got {line!r}")
+        if int(label) in classes:
+            raise DatasetError(f"{path}:{lineno}: label {label} is already mapped")
+        classes[int(label)] = relative_name(folder, f"{path}:{lineno}")
+    return classes
+
+
+#: What rec list and rec pack add to a prefix: ``_3`` (a chunk), ``_train``
+#: (a split), ``-00001-of-00004`` (a shard).
+_LIST_SUFFIX = re.compile(r"(-\d{5}-of-\d{5})$|(_(train|val|test))$|(_\d+)$")
+
+
+def class_map_beside(rec: str | os.PathLike[str]) -> Path | None:
+    """The class map ``rec list`` wrote for the list ``rec`` was packed
+    from: ``PREFIX.classes.tsv`` beside it, where ``rec`` is
+    ``PREFIX[_CHUNK][_SPLIT][-SHARD].rec``; None if there is none."""
+    path = Path(rec)
+    stem = path.stem
+    while True:
+        candidate = path.with_name(f"{stem}.classes.tsv")
+        if candidate.is_file():
+            return candidate
+        shorter = _LIST_SUFFIX.sub("", stem)
+        if shorter in (stem, ""):
+            return None
+        stem = shorter

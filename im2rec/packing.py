@@ -44,7 +44,14 @@ from .lstfile import ListItem, find_root, printable, read_lst
 from .recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from .recordio.files import NOT_REGULAR, open_regular, read_json
 from .recordio.framing import needs_split
-from .resuming import PartialFiles, finished, recover, sha256_file, start_fresh
+from .resuming import (
+    PartialFiles,
+    check_replaceable,
+    finished,
+    recover,
+    sha256_file,
+    start_fresh,
+)
 
 __all__ = [
     "DiskFullError",
@@ -256,13 +263,17 @@ def pack_list(
     executor: LocalExecutor | None = None,
     resume: bool = False,
     on_progress: Progress | None = None,
+    overwrite: bool = True,
 ) -> PackResult:
     """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc).
+    With ``overwrite=False``, a finished ``.rec`` made from another version
+    of the list, another root or other options (or not by im2rec) is a
+    :class:`~im2rec.errors.DatasetError` instead of being replaced.
     Raises :class:`~im2rec.atomic.BusyError` while another process packs
     the same list."""
     files = PartialFiles(Path(lst))
     with exclusive(files.lst, "packing"):
-        return _pack_list(files, options, root, executor, resume, on_progress)
+        return _pack_list(files, options, root, executor, resume, on_progress, overwrite)
 
 
 def _pack_list(
@@ -272,6 +283,7 @@ def _pack_list(
     executor: LocalExecutor | None,
     resume: bool,
     on_progress: Progress | None,
+    overwrite: bool,
 ) -> PackResult:
     items = read_lst(files.lst)
     if not items:
@@ -282,6 +294,9 @@ def _pack_list(
         "options": dataclasses.asdict(options),
         "root": str(root_dir.resolve()),
     }
+    if not overwrite and not (resume and _partial_state(files) == state):
+        # (a run that may replace it, --overwrite given, left this partial output)
+        check_replaceable(files.rec, files.manifest, state, files.lst.name)
     # A partial output is newer than any finished one: it wins.
     encoder = Encoder(options, str(root_dir))
 
@@ -327,6 +342,13 @@ def _pack_list(
             )  # fmt: skip
         )
     return result
+
+
+def _partial_state(files: PartialFiles) -> Any:
+    try:
+        return read_json(files.state)
+    except (OSError, ValueError):
+        return None
 
 
 def likely_cause(failures: Counter[str], root: str) -> str:
@@ -387,7 +409,7 @@ def _write_records(
     result: PackResult,
     on_progress: Progress | None,
 ) -> None:
-    position = start
+    handled = start  # entries whose record or failure line is written
     # Pass-through only reads files: threads, which wait on I/O without the GIL.
     outcomes = executor.map_ordered(encoder, items[start:], io_bound=encoder.options.pass_through)
     try:
@@ -401,21 +423,20 @@ def _write_records(
             else:
                 writer.write_key(item.key, outcome.header, outcome.image, split=outcome.split)
                 result.records += 1
+            handled = position + 1
             if on_progress is not None:
                 on_progress(position + 1, len(items), writer.tell())
         writer.close()
     except KeyboardInterrupt:
         writer.suspend()
         raise PackInterrupted(
-            f"interrupted after {position - start:,} of {len(items) - start:,} entries of "
-            f"{result.lst}; {_KEPT}"
+            f"interrupted after {handled:,} of {len(items):,} entries of {result.lst}; {_KEPT}"
         ) from None
     except WorkerCrashed as exc:
         writer.suspend()
         raise WorkerCrashed(
-            f"{result.lst}: a worker process died after {position - start:,} of "
-            f"{len(items) - start:,} entries (killed, out of memory, or a crash while decoding "
-            f"an image); {_KEPT}"
+            f"{result.lst}: a worker process died after {handled:,} of {len(items):,} entries "
+            f"(killed, out of memory, or a crash while decoding an image); {_KEPT}"
         ) from exc
     except OSError as exc:
         writer.suspend()

@@ -29,7 +29,15 @@ from .lstfile import ListItem
 from .recordio import frame, read_record, unpack
 from .recordio.files import FileView, open_regular, read_json
 
-__all__ = ["REPORT_HEADER", "PartialFiles", "finished", "recover", "sha256_file", "start_fresh"]
+__all__ = [
+    "REPORT_HEADER",
+    "PartialFiles",
+    "check_replaceable",
+    "finished",
+    "recover",
+    "sha256_file",
+    "start_fresh",
+]
 
 #: First line of a failure report (NAME.failures.tsv).
 REPORT_HEADER = "line\tindex\tpath\treason\tdetail\n"
@@ -164,7 +172,7 @@ def recover(
     os.truncate(files.rec_tmp, rec_end or 0)
     os.truncate(files.idx_tmp, entries[-1][2] if keep else 0)
     start = position_of[entries[-1][0]] + 1 if keep else 0
-    failures = _cut_report(files.report_tmp, items[start].line if start < len(items) else None)
+    start, failures = _cut_report(files.report_tmp, items, start)
     return start, [key for key, _, _ in entries], failures
 
 
@@ -181,10 +189,55 @@ def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
     options = saved.get("options")
     before: dict[str, Any] = options if isinstance(options, dict) else {}
     for name, now in state["options"].items():
-        if before.get(name) != now:
-            flag = "--" + name.replace("_", "-")
-            out.append(f"with {flag} {before.get(name)} (now {now})")
+        was = before.get(name)
+        if was == now:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(now, bool) and isinstance(was, bool):
+            out.append(
+                f"{'with' if was else 'without'} {flag} (now {'with' if now else 'without'})"
+            )
+        else:
+            out.append(f"with {flag} {was} (now {now})")
     return ", ".join(out) or "by another version of im2rec"
+
+
+def check_replaceable(
+    rec: Path, manifest_path: Path, state: dict[str, Any], lst: str, what: str = "it"
+) -> None:
+    """Refuse to replace a finished ``rec`` unless it was made from this very
+    list, root and options and is unchanged since (then packing again makes
+    the same bytes): overwriting a dataset packed otherwise (another
+    --resize, another version of the list, or not by rec pack at all) loses
+    work that may have taken hours. ``--overwrite`` skips this check."""
+    if not rec.exists():
+        return
+    advice = f"pass --overwrite to replace {what}, or move {rec.name} away first"
+    try:
+        manifest = read_json(manifest_path)
+        saved = {
+            "list_sha256": manifest["list"]["sha256"],
+            "root": manifest["root"],
+            "options": manifest["options"],
+        }
+        size = int(manifest["rec"]["bytes"])
+    except FileNotFoundError:
+        raise DatasetError(
+            f"{rec}: already exists, and not from rec pack (no {manifest_path.name} beside it); "
+            f"{advice}"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DatasetError(
+            f"{rec}: already exists and its manifest {manifest_path.name} is unreadable; {advice}"
+        ) from None
+    if saved != state:
+        why = differences(saved, state, lst)
+        raise DatasetError(f"{rec}: already packed {why}; {advice}")
+    if size != rec.stat().st_size:
+        raise DatasetError(
+            f"{rec}: changed since it was packed ({rec.stat().st_size:,} bytes, "
+            f"{manifest_path.name} says {size:,}); {advice}"
+        )
 
 
 def _complete_index_lines(data: bytes) -> list[tuple[int, int, int]]:
@@ -201,9 +254,13 @@ def _complete_index_lines(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-def _cut_report(report: Path, first_line_to_redo: int | None) -> Counter[str]:
-    """Keep the failures logged before the resume point; drop the rest (they
-    will be tried again)."""
+def _cut_report(report: Path, items: list[ListItem], start: int) -> tuple[int, Counter[str]]:
+    """Keep the failures logged before the resume point, and those of the
+    entries right after it (failures are logged as they happen, so entries
+    that failed after the last whole record need not be tried again: the
+    position agrees with the interrupted run's count); drop the rest (they
+    will be tried again). Returns the position to continue from and the
+    failures kept."""
     failures: Counter[str] = Counter()
     try:
         raw = report.read_bytes().split(b"\n")
@@ -218,9 +275,11 @@ def _cut_report(report: Path, first_line_to_redo: int | None) -> Counter[str]:
         fields = line.rstrip("\n").split("\t")
         if len(fields) != 5 or not (fields[0].isascii() and fields[0].isdigit()):
             break
-        if first_line_to_redo is not None and int(fields[0]) >= first_line_to_redo:
-            break
+        if start < len(items) and int(fields[0]) >= items[start].line:
+            if int(fields[0]) != items[start].line:
+                break  # an entry after the resume point did not fail: redo from there
+            start += 1
         kept.append(line)
         failures[fields[3]] += 1
     report.write_text("".join(kept), encoding="utf-8")
-    return failures
+    return start, failures

@@ -40,7 +40,7 @@ from .lstfile import ListItem, item_line, read_lst
 from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
 from .recordio import RecordIndex, load_index
 from .recordio.files import read_json
-from .resuming import sha256_file
+from .resuming import check_replaceable, sha256_file
 
 __all__ = [
     "RunHooks",
@@ -82,6 +82,11 @@ class ShardSpec:
 
     def list_text(self) -> str:
         return "".join(map(item_line, self.items))
+
+    def state(self) -> dict[str, Any]:
+        """What a finished shard's manifest must record (see :mod:`.resuming`)."""
+        digest = hashlib.sha256(self.list_text().encode("utf-8")).hexdigest()
+        return {"list_sha256": digest, "options": asdict(self.options), "root": self.root}
 
 
 @dataclass
@@ -185,11 +190,11 @@ def verified(spec: ShardSpec) -> ShardResult | None:
     slice, root and options, and unchanged since (SHA-256); else None."""
     try:
         manifest = read_json(spec.path(".pack.json"))
-        digest = hashlib.sha256(spec.list_text().encode("utf-8")).hexdigest()
+        state = spec.state()
         ok = (
-            manifest["list"]["sha256"] == digest
-            and manifest["options"] == asdict(spec.options)
-            and manifest["root"] == spec.root
+            manifest["list"]["sha256"] == state["list_sha256"]
+            and manifest["options"] == state["options"]
+            and manifest["root"] == state["root"]
             and all(
                 sha256_file(spec.path(f".{kind}")) == manifest[kind]["sha256"]
                 for kind in ("rec", "idx")
@@ -329,14 +334,19 @@ def pack_sharded(
     resume: bool = False,
     global_index: bool = False,
     on_progress: Progress | None = None,
+    overwrite: bool = True,
 ) -> ShardedResult:
     """Pack ``lst`` into ``shards`` shards with ``runner``; then write
     ``NAME.shards.json`` and, with ``global_index``, ``NAME.global.idx``.
-    Raises :class:`~im2rec.atomic.BusyError` while another process packs
-    the same list."""
+    ``overwrite=False`` refuses to replace finished shards made otherwise
+    (see :func:`~im2rec.resuming.check_replaceable`). Raises
+    :class:`~im2rec.atomic.BusyError` while another process packs the same
+    list."""
     path = Path(lst)
     with exclusive(path, "packing"):
-        return _pack_sharded(path, options, shards, runner, root, resume, global_index, on_progress)
+        return _pack_sharded(
+            path, options, shards, runner, root, resume, global_index, on_progress, overwrite
+        )
 
 
 def _pack_sharded(
@@ -348,12 +358,16 @@ def _pack_sharded(
     resume: bool,
     global_index: bool,
     on_progress: Progress | None,
+    overwrite: bool,
 ) -> ShardedResult:
     items = read_lst(path)
     if not items:
         raise DatasetError(f"{path}: the list has no entries")
     root_dir = resolve_root(path, root)
     specs = shard_specs(path, items, shards, options, root_dir)
+    for spec in specs if not overwrite else ():
+        rec = spec.path(".rec")
+        check_replaceable(rec, spec.path(".pack.json"), spec.state(), path.name, "the shards")
     runner.check(root_dir.resolve(), items[0].path, path.parent.resolve())
     results: list[ShardResult] = []
     progress = {spec.index: (0, 0) for spec in specs}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections.abc import Mapping
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageOps
@@ -14,7 +15,7 @@ from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, ImageTooLargeError
 from .imaging import DECODE_ERRORS, check_pixels, open_image
 from .inspection import Damage, header_at, walk_records
-from .recordio import RecordReader, read_record, unpack
+from .recordio import IRHeader, RecordReader, read_record, unpack
 
 __all__ = ["contact_sheet"]
 
@@ -30,12 +31,14 @@ def contact_sheet(
     label: float | None = None,
     seed: int = 0,
     thumb: int = 128,
+    classes: Mapping[int, str] | None = None,
 ) -> tuple[int, tuple[int, int]]:
     """Write a grid of up to ``n`` records (the first ones, a seeded random
     sample with ``shuffle``, only those labelled ``label`` if given) in the
     format ``out``'s suffix names (``.png``, ``.jpg``, ``.webp``...).
     Returns ``(records shown, image size)``. Payloads that are not images
-    get a grey tile saying so.
+    get a grey tile saying so. With ``classes`` (label -> name, a class
+    map), single labels are captioned by name.
 
     The sheet's size is checked against the pixel limit before anything is
     drawn, and only record offsets are kept while choosing (8 bytes each),
@@ -73,12 +76,27 @@ def contact_sheet(
             _grey_tile(draw, x, y, thumb, "too large")
         except DECODE_ERRORS:
             _grey_tile(draw, x, y, thumb, "not an image")
-        shown = header.label.tolist() if header.flag else header.label
-        text = f"{header.id}: {shown:g}" if not header.flag else f"{header.id}: {shown}"
-        draw.text((x + 3, y + thumb), text[: thumb // 6], fill="black")
+        text = f"{header.id}: {_caption(header, classes)}"[: thumb // 6]
+        try:
+            draw.text((x + 3, y + thumb), text, fill="black")
+        except UnicodeEncodeError:  # Pillow without FreeType draws Latin-1 only
+            draw.text(
+                (x + 3, y + thumb),
+                text.encode("latin-1", "replace").decode("latin-1"),
+                fill="black",
+            )
     with AtomicGroup() as group:
         sheet.save(group.temp_path(Path(out)), fmt)
     return len(chosen), sheet.size
+
+
+def _caption(header: IRHeader, classes: Mapping[int, str] | None) -> str:
+    if header.flag:
+        return str(header.label.tolist())
+    value = float(header.label)
+    if classes and value.is_integer() and int(value) in classes:
+        return classes[int(value)]
+    return f"{value:g}"
 
 
 def _sheet_format(out: Path) -> str:

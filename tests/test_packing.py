@@ -15,6 +15,7 @@ from PIL import Image
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
 from im2rec.executors import LocalExecutor
 from im2rec.imaging import im2rec_geometry
+from im2rec.lstfile import read_lst
 from im2rec.packing import DiskFullError, PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.recordio import writer as writer_module
@@ -229,13 +230,29 @@ def test_interrupt_keeps_partial_and_resume_is_byte_identical(photos: Path) -> N
     reference = outputs(photos)
     photos.with_suffix(".rec").unlink()
     photos.with_suffix(".idx").unlink()
-    with pytest.raises(PackInterrupted, match=r"interrupted after 50 of 120 entries .*--resume"):
+    with pytest.raises(PackInterrupted, match=r"interrupted after 51 of 120 entries .*--resume"):
         pack_list(photos, options, on_progress=interrupt_after(51))
     assert not photos.with_suffix(".rec").exists()  # nothing that looks complete
     assert photos.with_suffix(".rec.partial").exists()
     result = pack_list(photos, options, resume=True)
-    assert 0 < result.resumed_from <= 51
+    assert result.resumed_from == 51  # what the interruption said
     assert outputs(photos) == reference
+
+
+def test_resume_continues_after_entries_that_failed_last(photos: Path) -> None:
+    """Interrupted right after images that failed: the resume position still
+    agrees with the interruption's count, and the failures are not lost."""
+    options = PackOptions(pass_through=True)
+    items = read_lst(photos)
+    for item in items[40:43]:  # entries 41-43 fail; the run stops after the 43rd
+        (photos.parent / "ph" / item.path).unlink()
+    with pytest.raises(PackInterrupted, match=r"interrupted after 43 of 120 entries"):
+        pack_list(photos, options, on_progress=interrupt_after(43))
+    result = pack_list(photos, options, resume=True)
+    assert result.resumed_from == 43
+    assert result.failures == {"missing": 3} and result.records == 117
+    report = photos.with_suffix(".failures.tsv").read_text().splitlines()
+    assert [line.split("\t")[1] for line in report[1:]] == [str(i.key) for i in items[40:43]]
 
 
 @pytest.mark.parametrize("cut", [0, 13, 4000, 9001, -1])

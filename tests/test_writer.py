@@ -143,6 +143,34 @@ def test_large_output_is_flushed_in_chunks(tmp_path: Path) -> None:
     assert (tmp_path / "big.rec").stat().st_size == 40 * (8 + 100_000)
 
 
+@pytest.mark.parametrize("written", [0, 1000, 5000])
+def test_ctrl_c_in_the_middle_of_a_flush_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: int
+) -> None:
+    """Ctrl-C while buffered records are being written (after ``written``
+    bytes of them reached the file): suspend() writes the rest, so the
+    partial output holds every record handed to the writer, in order."""
+    real_writev = writer_module._writev
+
+    def interrupted(fd: int, buffers: list[bytes]) -> int:
+        if written:
+            real_writev(fd, [memoryview(b"".join(buffers))[:written]])
+        raise KeyboardInterrupt
+
+    records = [bytes([i]) * (97 * i + 5) for i in range(60)]
+    w = IndexedRecordWriter(tmp_path / "a.rec", temp=tmp_path / "a.rec.partial",
+                            idx_temp=tmp_path / "a.idx.partial", hashing=True)  # fmt: skip
+    offsets = [w.write_key(i, r) for i, r in enumerate(records)]
+    monkeypatch.setattr(writer_module, "_writev", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        w.flush()
+    monkeypatch.setattr(writer_module, "_writev", real_writev)
+    w.suspend()
+    assert (tmp_path / "a.rec.partial").read_bytes() == b"".join(map(frame, records))
+    lines = (tmp_path / "a.idx.partial").read_text().splitlines()
+    assert lines == [f"{i}\t{o}" for i, o in enumerate(offsets)]
+
+
 def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         RecordWriter(tmp_path / "no" / "such" / "a.rec")

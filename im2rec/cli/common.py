@@ -30,6 +30,7 @@ __all__ = [
     "err_console",
     "handle_errors",
     "maybe_terminal",
+    "os_error_text",
     "out_console",
     "progress_bar",
     "progress_counter",
@@ -137,6 +138,7 @@ def handle_errors(*, writes: bool = True) -> Iterator[None]:
         raise click.ClickException(os_error_text(exc)) from exc
 
 
+_REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
 _TEMP_NAME = re.compile(r"^\.(.+)\.\d+\.tmp$")  # atomic writes' ".NAME.PID.tmp"
 
 
@@ -152,6 +154,11 @@ def os_error_text(exc: OSError) -> str:
         path = os.path.join(head, temp.group(1))
     if exc.errno == errno.ENOENT and head and not os.path.isdir(head):
         return f"{path}: the folder {head} does not exist; create it first"
+    if exc.errno in _REFUSED and head and os.path.isdir(head) and not os.access(head, os.W_OK):
+        return (
+            f"cannot write {path}: the folder {head} is not writable ({exc.strerror}); "
+            "write somewhere else, or fix the folder's permissions"
+        )
     hint = {errno.EACCES: "; check its permissions", errno.ENOSPC: "; free some space"}
     return f"{path}: {exc.strerror}{hint.get(exc.errno or 0, '')}"
 

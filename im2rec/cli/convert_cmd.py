@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 
 import click
 
-from ..converting import merge_recs, read_class_map, unpack_rec
+from ..converting import merge_recs, unpack_rec
+from ..lstfile import class_map_beside, read_class_map
 from ..sheets import contact_sheet
 from .common import DASH_REC, handle_errors, spooled_input, to_stdout
 
@@ -23,7 +25,9 @@ REC = click.Path(exists=True, dir_okay=False)
     type=click.Path(exists=True, dir_okay=False),
     help="A class map (PREFIX.classes.tsv from rec list): folders by name, not by label.",
 )
-@click.option("--force", is_flag=True, help="Write into OUT_DIR even if it is not empty.")
+@click.option(
+    "--force", "--overwrite", is_flag=True, help="Write into OUT_DIR even if it is not empty."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_json: bool) -> None:
     """Write every image of a .rec back as a file, plus OUT_DIR.lst.
@@ -72,7 +76,17 @@ def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_
     help="A random sample (see --seed) instead of the first ones.",
 )
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--label", type=float, help="Only records with this (first) label.")
+@click.option(
+    "--label",
+    metavar="LABEL",
+    help="Only records with this (first) label: a number, or a class name of the class map.",
+)
+@click.option(
+    "--classes",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Class map for captions by name [default: PREFIX.classes.tsv from rec list, if it "
+    "is beside the .rec].",
+)
 @click.option(
     "--size",
     "thumb",
@@ -82,22 +96,64 @@ def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_
     help="Tile size.",
 )
 def show_command(
-    rec: str, output: str, count: int, shuffle: bool, seed: int, label: float | None, thumb: int
+    rec: str,
+    output: str,
+    count: int,
+    shuffle: bool,
+    seed: int,
+    label: str | None,
+    classes: str | None,
+    thumb: int,
 ) -> None:
-    """Draw a contact sheet: thumbnails captioned `id: label`.
+    """Draw a contact sheet: thumbnails captioned `id: label`, or `id: class`
+    when the class map from `rec list` is beside the .rec (or --classes).
 
     \b
     Examples:
       rec show train.rec -o sheet.png
       rec show train.rec -n 100 --random --label 3
+      rec show train.rec --label cat        # a class name from the class map
       rec show train.rec -o - | display     # a PNG on standard output
     """
+    with handle_errors():
+        names = _class_names(rec, classes)
+        value = _label_value(label, names)
     with handle_errors(), spooled_input(rec) as path, to_stdout(output, ".png") as target:
         shown, size = contact_sheet(
-            path, target, n=count, shuffle=shuffle, label=label, seed=seed, thumb=thumb
-        )
+            path, target, n=count, shuffle=shuffle, label=value, seed=seed, thumb=thumb,
+            classes=names,
+        )  # fmt: skip
     where = "standard output" if output == "-" else output
     click.echo(f"{where}: {shown} records, {size[0]}x{size[1]} pixels", err=output == "-")
+
+
+def _class_names(rec: str, classes: str | None) -> dict[int, str] | None:
+    """The class map given, or the one `rec list` left beside the .rec."""
+    found = classes or (None if rec == "-" else class_map_beside(rec))
+    return read_class_map(found) if found else None
+
+
+def _label_value(label: str | None, names: dict[int, str] | None) -> float | None:
+    if label is None:
+        return None
+    try:
+        return float(label)
+    except ValueError:
+        pass
+    by_name = {name: number for number, name in (names or {}).items()}
+    if label in by_name:
+        return float(by_name[label])
+    if names is None:
+        raise click.BadParameter(
+            f"{label!r} is not a number, and there is no class map to look it up in "
+            "(pass --classes PREFIX.classes.tsv)",
+            param_hint="--label",
+        )
+    close = difflib.get_close_matches(label, list(by_name), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise click.BadParameter(
+        f"no class named {label!r} in the class map{hint}", param_hint="--label"
+    )
 
 
 @click.command("merge")
@@ -106,7 +162,8 @@ def show_command(
     "-o", "--output", required=True, type=click.Path(dir_okay=False), help="OUT.rec (and OUT.idx)."
 )
 @click.option("--renumber", is_flag=True, help="Keys 0..N-1 instead of the inputs' keys.")
-def merge_command(inputs: tuple[str, ...], output: str, renumber: bool) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace OUT.rec/OUT.idx if they exist.")
+def merge_command(inputs: tuple[str, ...], output: str, renumber: bool, overwrite: bool) -> None:
     """Concatenate .rec files and their indexes into one.
 
     \b
@@ -115,5 +172,5 @@ def merge_command(inputs: tuple[str, ...], output: str, renumber: bool) -> None:
       rec merge a.rec b.rec -o all.rec --renumber
     """
     with handle_errors():
-        records, size = merge_recs(list(inputs), output, renumber=renumber)
+        records, size = merge_recs(list(inputs), output, renumber=renumber, overwrite=overwrite)
     click.echo(f"{output}: {records:,} records, {size:,} bytes")

@@ -26,7 +26,13 @@ from ..errors import Im2RecError
 from ..executors import LocalExecutor, default_workers
 from ..listing import ListOptions, make_lists
 from ..packing import PackOptions, pack_list
-from .common import EXIT_INTERRUPTED, EXIT_TERMINATED, by_sigterm, sigterm_as_interrupt
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    by_sigterm,
+    os_error_text,
+    sigterm_as_interrupt,
+)
 
 __all__ = ["main"]
 
@@ -208,6 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt as exc:
         print(f"im2rec: {'terminated' if by_sigterm(exc) else 'interrupted'}", file=sys.stderr)
         code = EXIT_TERMINATED if by_sigterm(exc) else EXIT_INTERRUPTED
+    except OSError as exc:  # the file system said no (a read-only folder, a full disk)
+        print(f"im2rec: error: {os_error_text(exc)}", file=sys.stderr)
+        code = 1
     sys.exit(code)
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..inspection import rebuild_index, summarise, verify
+from ..lstfile import class_map_beside, read_class_map
 from ..recordio.index import format_index_line
 from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
 
@@ -125,17 +127,101 @@ def info_command(rec: str, full: bool, as_json: bool) -> None:
     """
     with handle_errors(writes=False), spooled_input(rec) as path:
         info = summarise(path, sample=None if full else 200)
+        found = None if rec == "-" else class_map_beside(rec)
+        info["class_map"] = str(found) if found else None
+        names = read_class_map(found) if found else None
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
+    rows = info_rows(info, names, full)
     console = out_console()
-    if not console.is_terminal:
-        for key, value in info.items():
-            click.echo(f"{key:>15}: {value}")
+    if not console.is_terminal:  # plain aligned text for pipes and logs
+        width = max(len(key) for key, _ in rows)
+        for key, value in rows:
+            click.echo(f"{key:>{width}}  {value}")
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_header=False, box=None, pad_edge=False)
-    for key, value in info.items():
-        table.add_row(f"[bold]{key}[/]", str(value))
+    for key, value in rows:  # Text: a path with [brackets] is no markup
+        table.add_row(Text(key, style="bold"), Text(value))
     console.print(table)
+
+
+_SHOWN_LABELS = 10  # more distinct labels: their range and the most common
+
+
+def info_rows(
+    info: dict[str, Any], names: dict[int, str] | None, full: bool
+) -> list[tuple[str, str]]:
+    """``rec info``'s summary as (what, value) rows a person reads."""
+    n = info["records"]
+    split = (
+        f", {info['split_records']:,} of them split across frames" if info["split_records"] else ""
+    )
+    rows = [("file", f"{info['path']}: {info['bytes']:,} bytes ({_human(info['bytes'])})")]
+    rows.append(("records", f"{n:,}{split}"))
+    if info["ids"] is not None:
+        rows.append(("ids", f"{info['ids'][0]} to {info['ids'][1]}"))
+    widths = info["label_width"]
+    if "distinct" in widths:
+        rows.append(("label_width", f"{widths['distinct']} different widths"))
+    elif len(widths) == 1:
+        ((width, _),) = widths.items()
+        rows.append(("label_width", f"{width} (every record)"))
+    elif widths:
+        rows.append(("label_width", ", ".join(f"{w}: {c:,} records" for w, c in widths.items())))
+    rows.append(("labels", _labels_text(info["labels"], names)))
+    if info["class_map"]:
+        rows.append(("class map", info["class_map"]))
+    formats = ", ".join(f"{k} {v:,}" for k, v in info["formats"].items())
+    sampled = f"all {info['images_sampled']:,}" if full else f"{info['images_sampled']:,} sampled"
+    rows.append(("images", f"{formats} ({sampled})" if formats else "none"))
+    if info["width"] is not None:
+        w, h = info["width"], info["height"]
+        rows.append(("size", f"{_span(w)} wide, {_span(h)} high (pixels)"))
+    index = info["index"]
+    if not index["exists"]:
+        state = "none (rec index makes one)"
+    elif index["agrees"]:
+        state = f"{index['path']}, agrees with the records"
+    else:
+        state = f"{index['path']}, does NOT match the records: run rec verify, then rec index"
+    rows.append(("index", state))
+    return rows
+
+
+def _labels_text(labels: dict[str, int], names: dict[int, str] | None) -> str:
+    if not labels:
+        return "none single (only multi-label records)"
+    if "distinct" in labels:
+        return f"{labels['distinct']} distinct values"
+
+    def named(key: str) -> str:
+        value = float(key)
+        if names and value.is_integer() and int(value) in names:
+            return f"{key} {names[int(value)]}"
+        return key
+
+    if len(labels) <= _SHOWN_LABELS:
+        return ", ".join(f"{named(k)}: {v:,}" for k, v in labels.items())
+    common = sorted(labels.items(), key=lambda kv: -kv[1])[:3]
+    keys = list(labels)
+    return (
+        f"{len(labels):,} distinct, {named(keys[0])} to {named(keys[-1])}; most records: "
+        + ", ".join(f"{named(k)} ({v:,})" for k, v in common)
+    )
+
+
+def _span(bounds: list[int]) -> str:
+    low, high = bounds
+    return f"{low:,}" if low == high else f"{low:,} to {high:,}"
+
+
+def _human(size: int) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")

@@ -74,6 +74,12 @@ __all__ = ["pack_command"]
     help="Continue an interrupted run from its partial output (or skip a finished one).",
 )
 @click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace finished outputs made from another version of the list, another root or "
+    "other options, or not by rec pack (refused otherwise).",
+)
+@click.option(
     "--shards",
     type=click.IntRange(min=1),
     help="Split each list into N shards: NAME-0000i-of-0000N.rec/.idx/.pack.json.",
@@ -113,6 +119,7 @@ def pack_command(
     encoding: str,
     color: str,
     resume: bool,
+    overwrite: bool,
     shards: int | None,
     executor: str,
     scheduler: str | None,
@@ -129,6 +136,8 @@ def pack_command(
     images failed, `ex.failures.tsv`. A bad image never stops the run; outputs
     appear only when a list is done; after Ctrl-C or a crash, --resume
     continues where it stopped, with the same bytes as an uninterrupted run.
+    A finished .rec made otherwise (other options, another version of the
+    list) is replaced only with --overwrite.
 
     \b
     Examples:
@@ -158,15 +167,16 @@ def pack_command(
                 track = bar.track(lst.name, total=0)
                 if shards is None:
                     result: Any = pack_list(
-                        lst, options, root=root, executor=pool, resume=resume, on_progress=track
-                    )
+                        lst, options, root=root, executor=pool, resume=resume,
+                        on_progress=track, overwrite=overwrite,
+                    )  # fmt: skip
                 else:
                     from ..sharding import pack_sharded
 
                     assert runner is not None
                     result = pack_sharded(
                         lst, options, shards=shards, runner=runner, root=root, resume=resume,
-                        global_index=global_index, on_progress=track,
+                        global_index=global_index, on_progress=track, overwrite=overwrite,
                     )  # fmt: skip
                 results.append(result)
                 _warn(result)
@@ -263,11 +273,17 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
             )
             continue
         failed = sum(r.failures.values())
-        rate = (r.entries - r.resumed_from) / r.seconds if r.seconds else 0.0
-        resumed = f", resumed after {r.resumed_from:,}" if r.resumed_from else ""
+        done = r.entries - r.resumed_from  # by this run
+        rate = done / r.seconds if r.seconds else 0.0
+        timing = f"in {r.seconds:,.1f} s ({rate:,.0f} images/s)"
+        if r.resumed_from:  # the totals count the earlier run too; the rate only this one
+            timing = (
+                f"; resumed after {r.resumed_from:,} of {r.entries:,} entries, "
+                f"the other {done:,} {timing}"
+            )
         console.print(
             f"{r.lst.name} -> [bold]{r.rec.name}[/] + {r.idx.name}: {r.records:,} records, "
-            f"{r.bytes / 1e6:,.1f} MB in {r.seconds:,.1f} s ({rate:,.0f} images/s){resumed}"
+            f"{r.bytes / 1e6:,.1f} MB{'' if r.resumed_from else ' '}{timing}"
         )
         if failed:
             reasons = ", ".join(f"{n:,} {reason}" for reason, n in r.failures.most_common())

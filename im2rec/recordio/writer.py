@@ -88,6 +88,14 @@ def write_all(fd: int, parts: list[Any]) -> None:
             i += 1
 
 
+def _position(fd: int) -> int:
+    """The file offset of ``fd``; -1 for a pipe or a device."""
+    try:
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return -1
+
+
 def default_index_path(rec: str | os.PathLike[str]) -> Path:
     """``train.rec`` → ``train.idx`` (MXNet's and DALI's convention)."""
     return Path(rec).with_suffix(".idx")
@@ -124,6 +132,8 @@ class _Output:
         self.fd: int | None = os.open(self.tmp, flags | (0 if append else os.O_TRUNC), 0o666)
         self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.pending: list[Any] = []  # bytes, or str lines for a text output
+        # (file offset, buffers) of a flush under way; see suspend()
+        self._inflight: tuple[int, tuple[Any, ...]] | None = None
         self.hasher = _sha256() if hashing else None
         # SHA-256 runs in one background thread (hashlib releases the GIL), in
         # write order, so hashing a large .rec overlaps the reading and writing.
@@ -147,12 +157,17 @@ class _Output:
             parts = [b"".join(self.pending)]
         else:
             parts = self.pending[:]  # large records' buffers as they are: no copy
+        # Ctrl-C may land anywhere in here: recorded before pending is cleared
+        # (no signal is handled between a store and the call after it), so
+        # suspend() can write what this flush did not.
+        self._inflight = (_position(self.fd), tuple(parts))
         self.pending.clear()
         if self._hashing is not None and self.hasher is not None:
             while len(self._hashed) >= _HASH_BACKLOG:  # bounded: memory must not grow with the file
                 self._hashed.popleft().result()
             self._hashed.append(self._hashing.submit(_update, self.hasher, parts))
         write_all(self.fd, parts)
+        self._inflight = None
 
     def _stop_hashing(self) -> None:
         if self._hashing is not None:
@@ -174,6 +189,7 @@ class _Output:
         """Write what can be written and close, keeping the temporary file
         (for a later resume); a failing write (disk full) is not retried."""
         try:
+            self._finish_inflight()
             self.flush()
         except OSError:
             self.pending.clear()
@@ -183,7 +199,23 @@ class _Output:
                 os.close(self.fd)
                 self.fd = None
 
+    def _finish_inflight(self) -> None:
+        """Write the rest of a flush that an exception (Ctrl-C) cut short:
+        its buffers were already taken from ``pending``, and the file offset
+        says how much of them reached the file."""
+        if self._inflight is None or self.fd is None:
+            return
+        start, parts = self._inflight
+        self._inflight = None
+        if start < 0:  # not a seekable file: how much was written is unknown
+            return
+        done = _position(self.fd) - start
+        data = b"".join(parts)
+        if 0 <= done < len(data):
+            write_all(self.fd, [memoryview(data)[done:]])
+
     def discard(self) -> None:
+        self._inflight = None
         self.pending.clear()
         self._stop_hashing()
         if self.fd is not None:
@@ -192,7 +224,7 @@ class _Output:
         if self.atomic:
             try:
                 os.unlink(self.tmp)
-            except FileNotFoundError:
+            except OSError:  # gone, or not removable: the error that led here matters more
                 pass
 
     def release(self) -> None:
