@@ -51,7 +51,7 @@ def train_with_iterator(rec: Path) -> float:
     with ImageRecordIter(
         path_imgrec=str(rec), path_imgidx=str(rec.with_suffix(".idx")),
         data_shape=(3, 32, 32), batch_size=4, shuffle=True, seed=0,
-        random_resized_crop=True, rand_mirror=True,
+        random_resized_crop=True, min_random_area=0.08, rand_mirror=True,
         mean_r=MEAN[0], mean_g=MEAN[1], mean_b=MEAN[2], std_r=STD[0], std_g=STD[1], std_b=STD[2],
         preprocess_threads=2, verbose=False,
     ) as train:  # fmt: skip
@@ -67,7 +67,10 @@ def train_with_iterator(rec: Path) -> float:
 
 def train_with_dataloader(rec: Path) -> float:
     trainer = Trainer()
-    augment = Augmenter((3, 32, 32), random_resized_crop=True, rand_mirror=True, mean=MEAN, std=STD)
+    augment = Augmenter(
+        (3, 32, 32), random_resized_crop=True, min_random_area=0.08, rand_mirror=True,
+        mean=MEAN, std=STD,
+    )  # fmt: skip
     dataset = RecordDataset(rec, output="bytes", transform=augment)
     loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
     for epoch in range(2):

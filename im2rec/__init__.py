@@ -38,6 +38,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Augmenter": "augment",
     "ImageRecordIter": "iterator",
+    "ImageRecordInt8Iter": "iterator",
+    "ImageRecordUInt8Iter": "iterator",
     "RecordDataset": "loader",
 }
 
@@ -57,7 +59,9 @@ __all__ = [
     "IRHeader",
     "Im2RecError",
     "ImageCodecError",
+    "ImageRecordInt8Iter",
     "ImageRecordIter",
+    "ImageRecordUInt8Iter",
     "IndexFormatError",
     "IndexedRecordReader",
     "IndexedRecordWriter",

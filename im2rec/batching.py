@@ -12,6 +12,8 @@ batch)``, so augmentation is the same whichever worker (or how many) runs it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -21,10 +23,19 @@ import numpy as np
 
 from .augment import Augmenter
 from .errors import ConfigError, ImageCodecError, RecordFormatError
-from .executors import check_stop
+from .executors import LocalExecutor, check_stop
 from .recordio import RecordReader, unpack
 
-__all__ = ["BatchJob", "BatchResult", "SlotLayout", "attach", "fill_batch", "run_job"]
+__all__ = [
+    "BatchJob",
+    "BatchResult",
+    "SlotLayout",
+    "attach",
+    "check_memory",
+    "fill_batch",
+    "release",
+    "run_job",
+]
 
 
 @dataclass(frozen=True)
@@ -160,3 +171,42 @@ def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: s
         return fill_batch(job, reader, augmenter, views)
     finally:
         del views  # release the exported buffer before the block may close
+
+
+# -- the parent's ring of slots ----------------------------------------------------
+
+
+def check_memory(size: int, slots: int) -> None:
+    """Refuse a batch ring larger than half of this machine's memory before
+    allocating it: batch_size, data_shape and label_width are options, and a
+    typo must not make the machine swap or the kernel kill the process."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no bound to compare with
+        return
+    if size > memory // 2:
+        raise ConfigError(
+            f"{slots} batches in flight need {size / 2**30:,.1f} GiB, more than half of this "
+            f"machine's {memory / 2**30:,.1f} GiB; use a smaller batch_size or data_shape, or "
+            "fewer preprocess_threads / prefetch_buffer"
+        )
+
+
+def release(
+    owner: int, executor: LocalExecutor | None, shm: shared_memory.SharedMemory | None
+) -> None:
+    # A process forked while this iterator was alive (another iterator's
+    # worker, a DataLoader worker) holds a copy of it, and its garbage
+    # collector may run this finaliser: only the creator may stop the
+    # workers and unlink the memory, which other processes still use.
+    if os.getpid() != owner:
+        return
+    if executor is not None:
+        executor.close()
+    if shm is not None:
+        try:
+            shm.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the unlink below still frees the name
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()

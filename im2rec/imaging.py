@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError, features
 
-from .errors import ImageCodecError, ImageTooLargeError
+from .errors import Im2RecError, ImageCodecError, ImageTooLargeError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are made: transcoding needs none
     import numpy as np
@@ -324,9 +324,10 @@ def decode_region(
     data: bytes | memoryview,
     color: int,
     plan: Plan,
-    resample: Image.Resampling = Image.Resampling.BILINEAR,
+    resample: Image.Resampling | Callable[[], Image.Resampling] = Image.Resampling.BILINEAR,
 ) -> Image.Image:
-    """Decode image bytes and return the region ``plan`` picks, resampled.
+    """Decode image bytes and return the region ``plan`` picks, resampled
+    with ``resample`` (a filter, or a callable asked after ``plan`` ran).
 
     ``color`` is OpenCV's imread flag (1 RGB, 0 gray, -1 as stored).
     ``plan`` sees the size after EXIF orientation (applied for ``color`` 1
@@ -347,8 +348,9 @@ def decode_region(
         _draft(source, color, (width, height), box, size, rotated)
         source.load()
         im: Image.Image = ImageOps.exif_transpose(source) if orientation != 1 else source
-        return _crop_resize(opencv_mode(im, color), (width, height), box, size, resample)
-    except ImageCodecError:
+        method = resample() if callable(resample) else resample
+        return _crop_resize(opencv_mode(im, color), (width, height), box, size, method)
+    except Im2RecError:  # ours (a bomb, or the plan refusing the image): as they are
         raise
     except UnidentifiedImageError as exc:
         raise ImageCodecError("not an image format Pillow can read") from exc
@@ -416,4 +418,22 @@ def _crop_resize(
         return im
     if size == (box[2] - box[0], box[3] - box[1]) and (sx, sy) == (1.0, 1.0):
         return im.crop(box)
-    return im.resize(size, resample, box=scaled)
+    return resize(im, size, resample, scaled)
+
+
+def resize(
+    im: Image.Image,
+    size: tuple[int, int],
+    resample: Image.Resampling,
+    box: Box | None = None,
+) -> Image.Image:
+    """``im.resize``, except that nearest-neighbour picks OpenCV's pixel
+    (``floor(x * scale)``, not Pillow's pixel under the centre: a shift of
+    half a source pixel that shows as grain moving between neighbours)."""
+    if resample != Image.Resampling.NEAREST:
+        return im.resize(size, resample, box=box)
+    x0, y0, x1, y1 = box if box is not None else (0, 0, im.width, im.height)
+    sx, sy = (x1 - x0) / size[0], (y1 - y0) / size[1]
+    # Pillow samples at (x + 0.5) * a + c and takes the pixel that holds it.
+    coeffs = (sx, 0.0, x0 - 0.5 * sx + 1e-9, 0.0, sy, y0 - 0.5 * sy + 1e-9)
+    return im.transform(size, Image.Transform.AFFINE, coeffs, Image.Resampling.NEAREST)

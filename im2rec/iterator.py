@@ -14,7 +14,6 @@ its first record; unknown keyword arguments raise.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
 import weakref
@@ -28,13 +27,39 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from .augment import Augmenter
-from .batching import BatchJob, BatchResult, SlotLayout, fill_batch, run_job
+from .batching import (
+    BatchJob,
+    BatchResult,
+    SlotLayout,
+    check_memory,
+    fill_batch,
+    release,
+    run_job,
+)
 from .errors import ConfigError, Im2RecError
 from .executors import LocalExecutor, WorkerCrashed, default_workers, fork_is_safe
-from .mxiter import DataBatch, DataDesc, check_keywords, lst_labels, part, record_offsets
+from .mxiter import (
+    DataBatch,
+    DataDesc,
+    MXArray,
+    augmenter_options,
+    chunk_starts,
+    epoch_order,
+    lst_labels,
+    mean_image,
+    part,
+    record_offsets,
+)
 from .recordio import RecordReader
 
-__all__ = ["DataBatch", "DataDesc", "ImageRecordIter"]
+__all__ = [
+    "DataBatch",
+    "DataDesc",
+    "ImageRecordInt8Iter",
+    "ImageRecordIter",
+    "ImageRecordUInt8Iter",
+    "MXArray",
+]
 
 
 class _Pending(NamedTuple):
@@ -45,11 +70,13 @@ class _Pending(NamedTuple):
 class ImageRecordIter:
     """Batches of decoded, augmented images from a ``.rec`` file.
 
-    MXNet's keyword arguments (see the README for the full table); beyond
-    them: ``random_resized_crop`` with torchvision's semantics (``min/
-    max_random_area`` default 0.08/1, ``min/max_aspect_ratio`` 3/4 and 4/3),
-    and ``on_corrupt="skip"`` to drop undecodable records (counted in
-    ``skipped``) instead of raising.
+    MXNet's keyword arguments, every one (see the README's table): the
+    reading options below, and the augmentation options of
+    :class:`~im2rec.augment.Augmenter` by MXNet's names (``mean_r``...,
+    ``std_r``..., ``brightness``, ``max_rotate_angle``, ``mean_img``...).
+    Beyond them: ``on_corrupt="skip"`` drops undecodable records (counted
+    in ``skipped``) instead of raising. Unknown keywords are ignored with a
+    warning, as MXNet ignores them (silently).
     """
 
     def __init__(
@@ -69,52 +96,37 @@ class ImageRecordIter:
         preprocess_threads: int | None = None,
         prefetch_buffer: int = 4,
         dtype: str | None = None,
-        resize: int = -1,
-        rand_crop: bool = False,
-        rand_mirror: bool = False,
-        mirror: bool = False,
-        random_resized_crop: bool = False,
-        min_random_area: float = 0.08,
-        max_random_area: float = 1.0,
-        min_aspect_ratio: float = 3 / 4,
-        max_aspect_ratio: float = 4 / 3,
-        mean_r: float = 0.0,
-        mean_g: float = 0.0,
-        mean_b: float = 0.0,
-        mean_a: float = 0.0,
-        std_r: float = 1.0,
-        std_g: float = 1.0,
-        std_b: float = 1.0,
-        std_a: float = 1.0,
-        scale: float = 1.0,
-        inter_method: int = 1,
+        mean_img: str | os.PathLike[str] = "",
+        shuffle_chunk_size: int = 0,
+        shuffle_chunk_seed: int = 0,
         seed_aug: int | None = None,
         verbose: bool = True,
         data_name: str = "data",
         label_name: str = "softmax_label",
         on_corrupt: Literal["raise", "skip"] = "raise",
-        **mxnet_only: Any,
+        **options: Any,
     ):
-        check_keywords(mxnet_only, _KEYWORDS)
         if on_corrupt not in ("raise", "skip"):
             raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
         if batch_size < 1 or label_width < 1:
             raise ConfigError("batch_size and label_width must be at least 1")
-        self.augmenter = Augmenter(
-            tuple(data_shape),  # type: ignore[arg-type]
-            resize=resize,
-            rand_crop=rand_crop,
-            random_resized_crop=random_resized_crop,
-            area=(min_random_area, max_random_area),
-            ratio=(min_aspect_ratio, max_aspect_ratio),
-            rand_mirror=rand_mirror,
-            mirror=mirror,
-            inter_method=inter_method,
-            mean=(mean_r, mean_g, mean_b, mean_a),
-            std=(std_r, std_g, std_b, std_a),
-            scale=scale,
-            dtype=dtype or "float32",
-        )
+        if shuffle_chunk_size < 0:
+            raise ConfigError("shuffle_chunk_size must not be negative")
+        dtype = dtype or "float32"
+        aug = augmenter_options(options, _KEYWORDS)
+        self.augmenter = Augmenter(tuple(data_shape), dtype=dtype, **aug)  # type: ignore[arg-type]
+        if mean_img and dtype != "uint8":  # MXNet's uint8 iterator has no mean image
+
+            def compute() -> np.ndarray:
+                return _mean_over_part(
+                    path_imgrec=path_imgrec, path_imgidx=path_imgidx, data_shape=data_shape,
+                    batch_size=batch_size, num_parts=num_parts, part_index=part_index,
+                    preprocess_threads=preprocess_threads, seed=seed, seed_aug=seed_aug,
+                    on_corrupt=on_corrupt, **options,
+                )  # fmt: skip
+
+            image = mean_image(os.fspath(mean_img), compute, verbose)
+            self.augmenter = self.augmenter.replace(mean_img=image)
         self.batch_size = batch_size
         self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
         self.seed_aug = seed if seed_aug is None else seed_aug
@@ -131,6 +143,8 @@ class ImageRecordIter:
                 "round_batch=False for one padded batch"
             )
         self._labels = lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
+        self._chunks = chunk_starts(self._offsets, shuffle_chunk_size, num_parts, path_imgidx)
+        self.shuffle_chunk_seed = shuffle_chunk_seed
         self.layout = SlotLayout(
             batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
         )
@@ -165,20 +179,18 @@ class ImageRecordIter:
         slots = max(1, prefetch, workers) if workers > 1 else 1
         self._free = deque(range(slots))
         size = slots * self.layout.slot_bytes
-        _check_memory(size, slots)
+        check_memory(size, slots)
         self._shm = None
         if self.worker_kind == "processes":
             self._shm = shared_memory.SharedMemory(create=True, size=size)
         self._buf: Any = self._shm.buf if self._shm is not None else bytearray(size)
-        self._finalizer = weakref.finalize(self, _release, os.getpid(), self._executor, self._shm)
+        self._finalizer = weakref.finalize(self, release, os.getpid(), self._executor, self._shm)
 
     def _start_epoch(self) -> None:
         n = len(self._offsets)
-        if self.shuffle:
-            order = np.random.default_rng([self.seed & 0xFFFFFFFF, self.epoch]).permutation(n)
-        else:
-            order = np.arange(n)
-        self._order = order
+        self._order = epoch_order(
+            n, self.shuffle, self.seed, self.epoch, self._chunks, self.shuffle_chunk_seed
+        )
         self._num_batches = -(-n // self.batch_size)
         self._next_submit = self._next_out = 0
         self._pending: deque[_Pending] = deque()
@@ -257,8 +269,8 @@ class ImageRecordIter:
             labels[: result.filled] = self._lookup(ids[: result.filled])
         label = labels[:, 0] if labels.shape[1] == 1 else labels
         return DataBatch(
-            data=[data],
-            label=[label],
+            data=[data.view(MXArray)],
+            label=[label.view(MXArray)],
             pad=self.batch_size - result.filled_real,
             index=ids,
             provide_data=self.provide_data,
@@ -359,45 +371,48 @@ class ImageRecordIter:
         )
 
 
-def _check_memory(size: int, slots: int) -> None:
-    """Refuse a batch ring larger than half of this machine's memory before
-    allocating it: batch_size, data_shape and label_width are options, and a
-    typo must not make the machine swap or the kernel kill the process."""
-    try:
-        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not POSIX: no bound to compare with
-        return
-    if size > memory // 2:
-        raise ConfigError(
-            f"{slots} batches in flight need {size / 2**30:,.1f} GiB, more than half of this "
-            f"machine's {memory / 2**30:,.1f} GiB; use a smaller batch_size or data_shape, or "
-            "fewer preprocess_threads / prefetch_buffer"
-        )
-
-
 class BatchBuffers(NamedTuple):
     result: BatchResult
     views: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _release(
-    owner: int, executor: LocalExecutor | None, shm: shared_memory.SharedMemory | None
-) -> None:
-    # A process forked while this iterator was alive (another iterator's
-    # worker, a DataLoader worker) holds a copy of it, and its garbage
-    # collector may run this finaliser: only the creator may stop the
-    # workers and unlink the memory, which other processes still use.
-    if os.getpid() != owner:
-        return
-    if executor is not None:
-        executor.close()
-    if shm is not None:
-        try:
-            shm.close()
-        except BufferError:
-            pass  # a view is still alive somewhere; the unlink below still frees the name
-        with contextlib.suppress(FileNotFoundError):
-            shm.unlink()
+def _mean_over_part(**kwargs: Any) -> np.ndarray:
+    """MXNet's mean image: the mean of every sample of the part as the
+    iterator makes it (augmented, normalised with ``mean_r``... but no mean
+    image), in float32."""
+    total: np.ndarray | None = None
+    count = 0
+    with ImageRecordIter(**kwargs, shuffle=False, round_batch=False, dtype="float32",
+                         verbose=False) as it:  # fmt: skip
+        for batch in it:
+            real = batch.data[0][: len(batch.data[0]) - batch.pad]
+            part_sum = real.sum(axis=0, dtype=np.float64)
+            total = part_sum if total is None else total + part_sum
+            count += len(real)
+    assert total is not None and count
+    return (total / count).astype(np.float32)
+
+
+class ImageRecordUInt8Iter(ImageRecordIter):
+    """MXNet's ``ImageRecordUInt8Iter``: raw uint8 pixels."""
+
+    def __init__(self, **kwargs: Any):
+        _fixed_dtype(kwargs, "uint8")
+        super().__init__(**kwargs)
+
+
+class ImageRecordInt8Iter(ImageRecordIter):
+    """MXNet's ``ImageRecordInt8Iter``: ``pixel - round(mean)``, saturated to int8."""
+
+    def __init__(self, **kwargs: Any):
+        _fixed_dtype(kwargs, "int8")
+        super().__init__(**kwargs)
+
+
+def _fixed_dtype(kwargs: dict[str, Any], dtype: str) -> None:
+    given = kwargs.setdefault("dtype", dtype)
+    if given != dtype:
+        raise ConfigError(f"this iterator makes {dtype} batches; use ImageRecordIter for {given}")
 
 
 #: The keywords ImageRecordIter takes (for "did you mean" suggestions).

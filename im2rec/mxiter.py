@@ -9,50 +9,169 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import ConfigError, UnknownOptionError
+from .augment import Augmenter
+from .augment.ndarray_file import load_ndarrays, save_ndarrays
+from .errors import ConfigError, DatasetError
 from .lstfile import read_lst
 from .recordio import RecordReader, build_index, load_index
 
-__all__ = ["DataBatch", "DataDesc", "check_keywords", "lst_labels", "part", "record_offsets"]
+__all__ = [
+    "DataBatch",
+    "DataDesc",
+    "MXArray",
+    "UnknownOptionWarning",
+    "augmenter_options",
+    "chunk_starts",
+    "epoch_order",
+    "lst_labels",
+    "mean_image",
+    "part",
+    "record_offsets",
+]
 
 #: Accepted for MXNet compatibility and ignored: they only choose MXNet's
-#: device or logging, which have no counterpart here.
+#: device or threading, which have no counterpart here.
 _IGNORED = frozenset({"ctx", "device_id", "dev_id"})
 
-#: MXNet options not implemented; accepted only at MXNet's default value.
-_UNSUPPORTED: dict[str, Any] = {
-    "mean_img": "",
-    "max_random_contrast": 0,
-    "max_random_illumination": 0,
-    "max_rotate_angle": 0,
-    "rotate": -1,
-    "max_shear_ratio": 0,
-    "max_crop_size": -1,
-    "min_crop_size": -1,
-    "max_random_scale": 1,
-    "min_random_scale": 1,
-    "max_img_size": 1e10,
-    "min_img_size": 0,
-    "brightness": 0,
-    "contrast": 0,
-    "saturation": 0,
-    "pca_noise": 0,
-    "random_h": 0,
-    "random_s": 0,
-    "random_l": 0,
-    "pad": 0,
-    "fill_value": 255,
-    "aug_seq": "aug_default",
-    "shuffle_chunk_size": 0,
-    "shuffle_chunk_seed": 0,
+#: MXNet's per-channel keywords -> (Augmenter field, channel).
+_CHANNELS = {f"{kind}_{c}": (kind, i) for kind in ("mean", "std") for i, c in enumerate("rgba")}
+#: Augmenter options ImageRecordIter passes through under the same name.
+_PASSED = frozenset(f.name for f in fields(Augmenter) if f.init and not f.name.startswith("_")) - {
+    "data_shape",
+    "dtype",
+    "mean",
+    "std",
+    "mean_img",
 }
+
+
+def augmenter_options(options: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """MXNet's augmentation keywords as :class:`Augmenter` ones: ``mean_r``...
+    and ``std_r``... become ``mean``/``std``, ``rotate_list`` may be MXNet's
+    ``"0,90,180"`` text. Device keywords are dropped; unknown ones are
+    dropped with a warning naming the closest known one (MXNet ignores them
+    silently, and its own tests pass a misspelt ``and_mirror``)."""
+    out: dict[str, Any] = {}
+    mean: list[Any] = [0.0] * 4
+    std: list[Any] = [1.0] * 4
+    for name, value in options.items():
+        if name in _IGNORED:
+            continue
+        if name in _CHANNELS:
+            kind, i = _CHANNELS[name]
+            (mean if kind == "mean" else std)[i] = value
+        elif name == "rotate_list":
+            out[name] = _int_list(value)
+        elif name == "aug_seq":
+            if [s.strip() for s in str(value).split(",")] != ["aug_default"]:
+                raise ConfigError(f"aug_seq={value!r}: MXNet 1.9 has one augmenter, 'aug_default'")
+        elif name in _PASSED:
+            out[name] = value
+        else:
+            candidates = [*known, *_PASSED, *_CHANNELS, "rotate_list", "aug_seq"]
+            close = difflib.get_close_matches(name, candidates, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            warnings.warn(
+                f"ImageRecordIter ignores the unknown option {name!r}{hint}",
+                UnknownOptionWarning,
+                stacklevel=3,
+            )
+    out["mean"], out["std"] = tuple(mean), tuple(std)
+    return out
+
+
+class UnknownOptionWarning(UserWarning):
+    """An ImageRecordIter keyword that neither MXNet nor im2rec knows."""
+
+
+def _int_list(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        parts = [p for p in value.split(",") if p.strip()]
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError:
+            raise ConfigError(
+                f"rotate_list must be angles like '0,90,180', not {value!r}"
+            ) from None
+    return tuple(int(v) for v in value)
+
+
+def mean_image(path: str, compute: Callable[[], np.ndarray], verbose: bool) -> np.ndarray:
+    """MXNet's ``mean_img``: read the file (an NDArray file holding one
+    array), or, when it does not exist, ``compute()`` it and save it there
+    as MXNet does, for MXNet and later runs to read."""
+    if os.path.exists(path):
+        arrays = load_ndarrays(path)
+        if len(arrays) != 1:
+            raise DatasetError(f"{path}: a mean image file holds one array, this one {len(arrays)}")
+        return arrays[0][1].astype(np.float32)
+    if verbose:
+        print(f"im2rec: {path} not found: computing the mean image over the data", file=sys.stderr)
+    image = compute()
+    save_ndarrays(path, [("mean_img", image)])
+    if verbose:
+        print(f"im2rec: saved the mean image to {path}", file=sys.stderr)
+    return image
+
+
+class MXArray(np.ndarray):
+    """A numpy array that also answers MXNet's ``asnumpy()`` (and
+    ``as_in_context``/``context`` for CPU code), so code written for
+    ``batch.data[0].asnumpy()`` runs unchanged; everything else is numpy's."""
+
+    def asnumpy(self) -> np.ndarray:
+        return np.asarray(self)
+
+    def as_in_context(self, _context: Any = None) -> MXArray:
+        return self
+
+    @property
+    def context(self) -> str:
+        return "cpu(0)"
+
+
+def chunk_starts(
+    offsets: np.ndarray, chunk_mb: int, num_parts: int, path_imgidx: str | os.PathLike[str]
+) -> np.ndarray | None:
+    """MXNet's ``shuffle_chunk_size`` without an ``.idx``: the part is cut
+    into ``ceil(bytes * 1.1 / (num_parts * chunk))`` byte ranges whose order
+    is shuffled every epoch. Returns the position where each range's first
+    record is, or None when it does not apply (no chunk size, an ``.idx``
+    given, or a single range)."""
+    if chunk_mb <= 0 or path_imgidx or len(offsets) == 0:
+        return None
+    span = int(offsets[-1]) - int(offsets[0]) + 1
+    count = math.ceil(span * 1.1 / (num_parts * (chunk_mb << 20)))
+    if count <= 1:
+        return None
+    bounds = int(offsets[0]) + np.arange(count) * (span / count)
+    starts = np.unique(np.searchsorted(offsets, bounds))
+    return starts[starts < len(offsets)]
+
+
+def epoch_order(
+    n: int, shuffle: bool, seed: int, epoch: int, chunks: np.ndarray | None, chunk_seed: int
+) -> np.ndarray:
+    """The order of one epoch's records: a full permutation with
+    ``shuffle``; with chunks, the chunks in a permuted order (seeded by
+    ``shuffle_chunk_seed`` and the epoch), each shuffled inside with
+    ``shuffle``, as MXNet reads them."""
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, epoch])
+    if chunks is None:
+        return rng.permutation(n) if shuffle else np.arange(n)
+    ends = [*chunks[1:].tolist(), n]
+    pieces = [np.arange(a, b) for a, b in zip(chunks.tolist(), ends, strict=True)]
+    visit = np.random.default_rng([chunk_seed & 0xFFFFFFFF, epoch]).permutation(len(pieces))
+    return np.concatenate([rng.permutation(pieces[i]) if shuffle else pieces[i] for i in visit])
 
 
 class DataDesc(NamedTuple):
@@ -76,25 +195,6 @@ class DataBatch:
     index: np.ndarray | None = None
     provide_data: list[DataDesc] = field(default_factory=list)
     provide_label: list[DataDesc] = field(default_factory=list)
-
-
-def check_keywords(extra: dict[str, Any], known: Iterable[str]) -> None:
-    """MXNet's keywords that im2rec does not take: ignored, refused unless at
-    MXNet's default, or unknown (a typo MXNet silently ignored)."""
-    known = list(known)
-    for name, value in extra.items():
-        if name in _IGNORED:
-            continue
-        if name in _UNSUPPORTED:
-            if value != _UNSUPPORTED[name]:
-                raise ConfigError(
-                    f"ImageRecordIter option {name}={value!r} is not supported; apply such "
-                    "augmentation with your own transform (RecordDataset takes any callable)"
-                )
-            continue
-        close = difflib.get_close_matches(name, [*known, *_UNSUPPORTED], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownOptionError(f"ImageRecordIter got an unknown option {name!r}{hint}")
 
 
 def record_offsets(rec: str, idx: str, verbose: bool) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import textwrap
 from collections.abc import Callable
@@ -38,7 +39,8 @@ class MXNet:
     """Runs snippets under the real MXNet 1.9.1 interpreter (``make compat``)."""
 
     def __init__(self, python: str):
-        self.python = python
+        # absolute: some checks run it from another working directory
+        self.python = os.path.abspath(shutil.which(python) or python)
 
     @property
     def im2rec_py(self) -> str:

@@ -1,0 +1,248 @@
+"""Where each pixel of an output sample comes from: MXNet's geometric
+augmenters (``image_aug_default.cc``), in its order (spec §5.3 step 4):
+resize the short side, an affine warp (rotate, shear, random scale and
+aspect, image-size bounds), padding, then one crop that becomes the output:
+MXNet's random-resized crop, a random crop size, or the centre (or random)
+crop of the output size, enlarging the image first when it is smaller.
+
+The random draws follow MXNet's distributions (uniform reals, uniform
+integers, a coin for the random-resized crop's orientation); MXNet's
+generator (libstdc++'s ``mt19937`` distributions) is not reproduced, so the
+same seed does not give MXNet's crops, only crops drawn the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+__all__ = ["Affine", "CropRule", "Interp", "affine_warp", "final_crop", "pick_interp"]
+
+Box = tuple[float, float, float, float]
+#: ``(old size, new size) -> Pillow filter`` for one resampling step.
+Interp = Callable[[tuple[int, int], tuple[int, int]], Image.Resampling]
+
+#: MXNet's ``inter_method`` codes (OpenCV's) in Pillow terms; 3 is OpenCV's
+#: area averaging, whose Pillow counterpart is the box filter.
+INTERPOLATION = {
+    0: Image.Resampling.NEAREST,
+    1: Image.Resampling.BILINEAR,
+    2: Image.Resampling.BICUBIC,
+    3: Image.Resampling.BOX,
+    4: Image.Resampling.LANCZOS,
+}
+INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
+_BORDER = 2  # fill pixels around a warped image: the reach of a bicubic filter
+
+
+def pick_interp(method: int, rng: np.random.Generator) -> Interp:
+    """MXNet's ``GetInterMethod``: the code itself, 9 "auto" (cubic to
+    enlarge both sides, area to shrink both, else bilinear) or 10 a random
+    one of 0-4 for each resampling step."""
+
+    def choose(old: tuple[int, int], new: tuple[int, int]) -> Image.Resampling:
+        if method == 9:
+            if new[0] > old[0] and new[1] > old[1]:
+                return INTERPOLATION[2]
+            if new[0] < old[0] and new[1] < old[1]:
+                return INTERPOLATION[3]
+            return INTERPOLATION[1]
+        if method == 10:
+            return INTERPOLATION[int(rng.integers(0, 5))]
+        return INTERPOLATION[method]
+
+    return choose
+
+
+def resized(width: int, height: int, resize: int) -> tuple[int, int]:
+    """The ``resize`` step: the short side becomes ``resize``, the long
+    side ``resize * long // short`` (MXNet's integer arithmetic)."""
+    if resize <= 0:
+        return width, height
+    if height > width:
+        return resize, resize * height // width
+    return resize * width // height, resize
+
+
+def _round(value: float) -> int:
+    return math.floor(value + 0.5)  # C's std::round for the positive sizes here
+
+
+@dataclass(frozen=True)
+class CropRule:
+    """The options of the last geometric step (the crop to the output)."""
+
+    out_w: int
+    out_h: int
+    rand_crop: bool
+    random_resized_crop: bool
+    area: tuple[float, float]
+    ratio: tuple[float, float]  # the aspect-ratio range, already resolved
+    crop_size: tuple[int, int] | None  # (min, max) side of a random square, or None
+
+    def uses_area(self) -> bool:
+        """MXNet runs its random-resized crop only when an area or aspect
+        bound differs from 1 (``random_resized_crop=True`` alone is a no-op)."""
+        return self.random_resized_crop and (self.area != (1.0, 1.0) or self.ratio != (1.0, 1.0))
+
+
+def final_crop(
+    width: int,
+    height: int,
+    rule: CropRule,
+    rng: np.random.Generator,
+    too_small: Callable[[int, int], Exception],
+) -> tuple[Box, tuple[int, int], bool]:
+    """The last geometric step on a ``width`` x ``height`` image: ``(box,
+    size, True)`` when a region ``box`` is cropped and resized to the output
+    ``size`` (the random-resized crop, or a random crop size); else ``(whole
+    image, size, False)``: the image is enlarged to ``size`` if it is smaller
+    than the output, and the output window is cut from it (see
+    :func:`centre_window`). MXNet falls back to that after ten failed tries
+    of its random-resized crop."""
+    out_w, out_h = rule.out_w, rule.out_h
+    if rule.uses_area():
+        area = width * height
+        for _ in range(10):
+            target = area * rng.uniform(*rule.area)
+            aspect = rng.uniform(*rule.ratio)
+            h = _round(math.sqrt(target / aspect))
+            w = _round(math.sqrt(target * aspect))
+            if rng.random() > 0.5:
+                w, h = h, w
+            if 0 < h <= height and 0 < w <= width:
+                y = int(rng.integers(0, height - h + 1))
+                x = int(rng.integers(0, width - w + 1))
+                return (x, y, x + w, y + h), (out_w, out_h), True
+    elif rule.crop_size is not None:
+        if width < rule.crop_size[1] or height < rule.crop_size[1]:
+            raise too_small(width, height)
+        side = int(rng.integers(rule.crop_size[0], rule.crop_size[1] + 1))
+        y, x = height - side, width - side
+        if rule.rand_crop:
+            y, x = int(rng.integers(0, y + 1)), int(rng.integers(0, x + 1))
+        else:
+            y, x = y // 2, x // 2
+        return (x, y, x + side, y + side), (out_w, out_h), True
+    return (0, 0, width, height), enlarged(width, height, out_w, out_h), False
+
+
+def enlarged(width: int, height: int, out_w: int, out_h: int) -> tuple[int, int]:
+    """MXNet's enlargement of an image smaller than the output, one side at
+    a time, in float32 arithmetic truncated as C++ does."""
+    f32 = np.float32
+    if height < out_h:
+        width, height = int(f32(out_h) / f32(height) * f32(width)), out_h
+    if width < out_w:
+        width, height = out_w, int(f32(out_w) / f32(width) * f32(height))
+    return width, height
+
+
+def centre_window(
+    width: int, height: int, rule: CropRule, rng: np.random.Generator
+) -> tuple[int, int]:
+    """Top-left corner of the output-size window cut from a ``width`` x
+    ``height`` image: centred, or uniformly random with ``rand_crop``."""
+    y, x = height - rule.out_h, width - rule.out_w
+    if rule.rand_crop:
+        return int(rng.integers(0, x + 1)), int(rng.integers(0, y + 1))
+    return x // 2, y // 2
+
+
+@dataclass(frozen=True)
+class Affine:
+    """MXNet's affine step: its options, and whether it runs at all."""
+
+    max_rotate_angle: int
+    rotate: int
+    rotate_list: tuple[int, ...]
+    max_shear_ratio: float
+    scale: tuple[float, float]  # (min_random_scale, max_random_scale)
+    ratio: tuple[float, float]  # aspect range; not drawn with random_resized_crop
+    img_size: tuple[float, float]  # (min_img_size, max_img_size)
+    random_resized_crop: bool
+
+    def active(self) -> bool:
+        return bool(
+            self.max_rotate_angle > 0
+            or self.max_shear_ratio > 0
+            or self.rotate > 0
+            or self.rotate_list
+            or self.scale != (1.0, 1.0)
+            or (not self.random_resized_crop and self.ratio != (1.0, 1.0))
+            or self.img_size != (0.0, 1e10)
+        )
+
+
+def affine_warp(
+    im: Image.Image, aff: Affine, fill: tuple[int, ...], interp: Interp, rng: np.random.Generator
+) -> Image.Image:
+    """Rotate, shear and scale ``im`` about its centre into a canvas of
+    ``scale * size`` bounded by the image-size limits, filling the corners
+    with ``fill``: the matrix of MXNet's ``warpAffine`` call, applied with
+    Pillow (which samples the inverse map at pixel centres as OpenCV does,
+    once the half-pixel offset is accounted for)."""
+    shear = rng.random() * aff.max_shear_ratio * 2 - aff.max_shear_ratio
+    angle = int(rng.integers(-aff.max_rotate_angle, aff.max_rotate_angle + 1))
+    if aff.rotate > 0:
+        angle = aff.rotate
+    if aff.rotate_list:
+        angle = aff.rotate_list[int(rng.integers(0, len(aff.rotate_list)))]
+    a, b = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    scale = ratio = 1.0
+    if not aff.random_resized_crop:
+        scale = rng.random() * (aff.scale[1] - aff.scale[0]) + aff.scale[0]
+        ratio = rng.random() * (aff.ratio[1] - aff.ratio[0]) + aff.ratio[0]
+    hs = 2 * scale / (1 + ratio)
+    ws = ratio * hs
+    cols, rows = im.size
+    low, high = aff.img_size
+    new_w = max(low, min(high, scale * cols))
+    new_h = max(low, min(high, scale * rows))
+    m00, m01 = hs * a - shear * b * ws, hs * b + shear * a * ws
+    m10, m11 = -b * ws, a * ws
+    m02 = (new_w - (m00 * cols + m01 * rows)) / 2
+    m12 = (new_h - (m10 * cols + m11 * rows)) / 2
+    size = (max(1, int(new_w)), max(1, int(new_h)))
+    det = m00 * m11 - m01 * m10
+    if abs(det) < 1e-12:  # a shear that folds the image flat: all fill
+        return Image.new(im.mode, size, fill if len(fill) > 1 else fill[0])
+    # Inverse map (output -> input), shifted for Pillow's half-pixel centres.
+    i00, i01, i10, i11 = m11 / det, -m01 / det, -m10 / det, m00 / det
+    i02 = -(i00 * m02 + i01 * m12)
+    i12 = -(i10 * m02 + i11 * m12)
+    i02 += 0.5 - 0.5 * (i00 + i01) + _BORDER
+    i12 += 0.5 - 0.5 * (i10 + i11) + _BORDER
+    # OpenCV samples with 1/32-pixel fixed-point weights: values within float
+    # noise of a whole number (cos 90 degrees) are that number there.
+    coeffs = tuple(round(v) if abs(v - round(v)) < 1e-9 else v
+                   for v in (i00, i01, i02, i10, i11, i12))  # fmt: skip
+    method = interp((cols, rows), size)
+    # Pillow's transform has no box or Lanczos filter: OpenCV's warpAffine
+    # treats area as bilinear, and Lanczos comes closest to bicubic.
+    method = {
+        Image.Resampling.BOX: Image.Resampling.BILINEAR,
+        Image.Resampling.LANCZOS: Image.Resampling.BICUBIC,
+    }.get(method, method)
+    # OpenCV's constant border blends edge pixels with the fill; Pillow clamps
+    # at the edge. Framing the image in fill first makes Pillow blend alike.
+    framed = pad(im, _BORDER, fill)
+    return framed.transform(
+        size,
+        Image.Transform.AFFINE,
+        coeffs,
+        method,
+        fillcolor=fill if len(fill) > 1 else fill[0],
+    )
+
+
+def pad(im: Image.Image, width: int, fill: tuple[int, ...]) -> Image.Image:
+    """``width`` pixels of ``fill`` on every side (``copyMakeBorder``)."""
+    canvas = Image.new(im.mode, (im.width + 2 * width, im.height + 2 * width),
+                       fill if len(fill) > 1 else fill[0])  # fmt: skip
+    canvas.paste(im, (width, width))
+    return canvas
