@@ -8,6 +8,7 @@ from __future__ import annotations
 import colorsys
 import io
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -309,3 +310,57 @@ def test_augmenter_for_a_dataloader_takes_the_same_options(tmp_path: Path) -> No
     image, label = ds[1]
     assert image.shape == (3, 32, 32) and image.dtype == np.float32 and label == 1.0
     assert abs(float(image.mean())) < 3
+
+
+def _jpeg_rec(path: Path, n: int) -> Path:
+    with IndexedRecordWriter(path) as w:
+        for i in range(n):
+            out = io.BytesIO()
+            photo(300 if i % 2 else 200, 200 if i % 2 else 300, i).save(out, "JPEG", quality=90)
+            w.write_key(i, pack((0, float(i % 10), i, 0), out.getvalue()))
+    return path
+
+
+def test_gluoncv_imagenet_recipe_runs_unchanged(tmp_path: Path) -> None:
+    """The keyword sets of GluonCV's train_imagenet.py ``get_data_rec``
+    (training and validation), as it writes them, and its ``batch_fn``."""
+    rec = _jpeg_rec(tmp_path / "train.rec", 24)
+    rec_train = rec_val = str(rec)
+    rec_train_idx = rec_val_idx = str(rec.with_suffix(".idx"))
+    batch_size, num_workers, rank, local_rank = 8, 2, 0, 0
+    jitter_param, lighting_param = 0.4, 0.1
+    mean_rgb = [123.68, 116.779, 103.939]
+    std_rgb = [58.393, 57.12, 57.375]
+    mx = SimpleNamespace(io=SimpleNamespace(ImageRecordIter=ImageRecordIter))  # the import
+    train_data = mx.io.ImageRecordIter(
+        path_imgrec=rec_train, path_imgidx=rec_train_idx, preprocess_threads=num_workers,
+        shuffle=True, batch_size=batch_size, data_shape=(3, 224, 224),
+        mean_r=mean_rgb[0], mean_g=mean_rgb[1], mean_b=mean_rgb[2],
+        std_r=std_rgb[0], std_g=std_rgb[1], std_b=std_rgb[2],
+        rand_mirror=True, random_resized_crop=True, max_aspect_ratio=4.0 / 3.0,
+        min_aspect_ratio=3.0 / 4.0, max_random_area=1, min_random_area=0.08,
+        brightness=jitter_param, saturation=jitter_param, contrast=jitter_param,
+        pca_noise=lighting_param, num_parts=1, part_index=rank, device_id=local_rank,
+        verbose=False,
+    )  # fmt: skip
+    val_data = mx.io.ImageRecordIter(
+        path_imgrec=rec_val, path_imgidx=rec_val_idx, preprocess_threads=num_workers,
+        shuffle=False, batch_size=batch_size, resize=256, data_shape=(3, 224, 224),
+        mean_r=mean_rgb[0], mean_g=mean_rgb[1], mean_b=mean_rgb[2],
+        std_r=std_rgb[0], std_g=std_rgb[1], std_b=std_rgb[2], verbose=False,
+    )  # fmt: skip
+
+    def batch_fn(batch: Any, ctx: Any) -> tuple[Any, Any]:
+        data = batch.data[0].as_in_context(ctx)
+        label = batch.label[0].as_in_context(ctx)
+        return data, label
+
+    for it in (train_data, val_data):
+        with it:
+            labels = []
+            for batch in it:
+                data, label = batch_fn(batch, "cpu(0)")
+                assert data.shape == (8, 3, 224, 224) and data.dtype == np.float32
+                assert np.isfinite(data.asnumpy()).all() and abs(float(data.mean())) < 1.5
+                labels += label.asnumpy().tolist()
+            assert sorted(labels) == sorted(float(i % 10) for i in range(24))
