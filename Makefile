@@ -16,7 +16,7 @@ help: ## Show this help
 $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask,remote]'
 	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
 	scripts/install-pillow-simd.sh $(VENV)
 	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
@@ -87,7 +87,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py
+OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.

@@ -78,6 +78,7 @@ class BatchJob:
     seed: tuple[int, ...]
     labels_from_header: bool
     skip_corrupt: bool
+    storage_options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: s
     """Worker entry point: fill ``job``'s slot of the shared block."""
     reader = _READERS.get(job.rec)
     if reader is None:
-        reader = _READERS[job.rec] = RecordReader(job.rec)
+        reader = _READERS[job.rec] = RecordReader(job.rec, storage_options=job.storage_options)
     views = layout.views(attach(shm_name).buf, job.slot)
     try:
         return fill_batch(job, reader, augmenter, views)

@@ -31,6 +31,7 @@ from .recordio import (
 )
 from .recordio.files import FileView, read_json
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
+from .storage import exists, sibling
 
 __all__ = [
     "Damage",
@@ -209,9 +210,10 @@ def verify(
         if on_progress is not None and len(heads) % 4096 == 0:
             on_progress(item[1], size)
     result.records = len(heads)
-    index_path = Path(idx) if idx is not None else Path(reader.name).with_suffix(".idx")
-    if idx is not None or index_path.exists():
-        _check_index(index_path, heads, size, result)
+    index_location = os.fspath(idx) if idx is not None else sibling(reader.location, ".idx")
+    index_path = Path(index_location)
+    if idx is not None or exists(index_location):
+        _check_index(index_location, heads, size, result)
     if manifest is not None:
         _check_manifest(Path(manifest), buf, index_path, result)
     if on_progress is not None:
@@ -237,7 +239,8 @@ def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyRe
         result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
 
 
-def _check_index(path: Path, heads: array[int], size: int, result: VerifyResult) -> None:
+def _check_index(path: str, heads: array[int], size: int, result: VerifyResult) -> None:
+    name = path.rsplit("/", 1)[-1]
     # Plain Python lists and a set: a one-pass check does not repay numpy's import.
     try:
         keys, offsets = read_index_entries(path)
@@ -250,25 +253,23 @@ def _check_index(path: Path, heads: array[int], size: int, result: VerifyResult)
     for i in bad[:20]:
         off = offsets[i]
         where = "past the end of the file" if off + 8 > size else "not the start of a record"
-        result.problems.append(Problem(off, keys[i], f"{path.name}: offset {off:,} is {where}"))
+        result.problems.append(Problem(off, keys[i], f"{name}: offset {off:,} is {where}"))
     if len(bad) > 20:
         result.problems.append(
-            Problem(
-                None, None, f"{path.name}: {len(bad) - 20:,} more offsets are not record starts"
-            )
+            Problem(None, None, f"{name}: {len(bad) - 20:,} more offsets are not record starts")
         )
     dups = [k for k, n in Counter(keys).items() if n > 1]
     if dups:
         shown = ", ".join(map(repr, dups[:5])) + (", ..." if len(dups) > 5 else "")
         result.problems.append(
-            Problem(None, None, f"{path.name}: {len(dups):,} key(s) appear more than once: {shown}")
+            Problem(None, None, f"{name}: {len(dups):,} key(s) appear more than once: {shown}")
         )
     if len(offsets) != len(heads):
         result.problems.append(
             Problem(
                 None,
                 None,
-                f"{path.name} lists {len(offsets):,} records, the file holds {len(heads):,}",
+                f"{name} lists {len(offsets):,} records, the file holds {len(heads):,}",
             )
         )
 
@@ -371,9 +372,10 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             formats["over the pixel limit"] += 1
         except (RecordFormatError, *DECODE_ERRORS):  # a summary counts what it cannot read
             formats["not an image"] += 1
-    index_path = Path(reader.name).with_suffix(".idx")
+    index_path = sibling(reader.location, ".idx")
     agrees = None
-    if index_path.exists():
+    index_exists = exists(index_path)
+    if index_exists:
         try:
             index = load_index(index_path)
             offsets = index.offsets
@@ -400,5 +402,5 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
         "images_sampled": sum(formats.values()), "formats": dict(formats),
         "width": [min(widths), max(widths)] if widths else None,
         "height": [min(heights), max(heights)] if heights else None,
-        "index": {"path": str(index_path), "exists": index_path.exists(), "agrees": agrees},
+        "index": {"path": index_path, "exists": index_exists, "agrees": agrees},
     }  # fmt: skip

@@ -104,6 +104,7 @@ class ImageRecordIter:
         data_name: str = "data",
         label_name: str = "softmax_label",
         on_corrupt: Literal["raise", "skip"] = "raise",
+        storage_options: dict[str, Any] | None = None,
         **options: Any,
     ):
         if on_corrupt not in ("raise", "skip"):
@@ -131,10 +132,13 @@ class ImageRecordIter:
         self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
         self.seed_aug = seed if seed_aug is None else seed_aug
         self.skip_corrupt = on_corrupt == "skip"
+        self.storage_options = storage_options
         path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
         self.path_imgrec = path_imgrec
         self._offsets = part(
-            record_offsets(path_imgrec, path_imgidx, verbose), num_parts, part_index
+            record_offsets(path_imgrec, path_imgidx, verbose, storage_options),
+            num_parts,
+            part_index,
         )
         if round_batch and batch_size > len(self._offsets):
             raise ConfigError(
@@ -175,7 +179,11 @@ class ImageRecordIter:
         self._executor = None if workers <= 1 else LocalExecutor(workers)
         # Threads and the inline path share one reader (pread needs no lock);
         # worker processes open the file themselves.
-        self._reader = None if self.worker_kind == "processes" else RecordReader(self.path_imgrec)
+        self._reader = (
+            None
+            if self.worker_kind == "processes"
+            else RecordReader(self.path_imgrec, storage_options=self.storage_options)
+        )
         slots = max(1, prefetch, workers) if workers > 1 else 1
         self._free = deque(range(slots))
         size = slots * self.layout.slot_bytes
@@ -213,6 +221,7 @@ class ImageRecordIter:
             seed=(self.seed_aug & 0xFFFFFFFF, self.epoch, batch),
             labels_from_header=self._labels is None,
             skip_corrupt=self.skip_corrupt,
+            storage_options=self.storage_options,
         )
 
     def _top_up(self) -> None:

@@ -36,6 +36,8 @@ from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
 from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
 from .recordio.files import read_json
+from .storage import is_url, write_bytes
+from .storage.listing import walk_prefix
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -124,16 +126,22 @@ def scan_folder(
 ) -> Scan:
     """Walk ``root`` and return its images as im2rec.py would list them."""
     root_s = os.fspath(root)
-    if not os.path.exists(root_s):
+    remote = is_url(root_s)
+    if remote:
+        root_s = root_s.rstrip("/")
+    elif not os.path.exists(root_s):
         raise MissingFileError(f"{root_s}: no such folder")
-    if not os.path.isdir(root_s):
+    elif not os.path.isdir(root_s):
         raise DatasetError(f"{root_s}: is a file, not a folder of images")
     entries: list[Entry] = []
     labels: dict[str, int] = {}
     unsafe: list[str] = []
     folders = 0
     add, new = entries.append, tuple.__new__  # per-image hot loop
-    for rel_dir, names in _walk(root_s, options):
+    walk = (
+        walk_prefix(root_s, options.exts, options.recursive) if remote else _walk(root_s, options)
+    )
+    for rel_dir, names in walk:
         folders += 1
         prefix = "" if rel_dir == "." else f"{rel_dir}{os.sep}"
         bad_dir = bool(prefix) and (bad_chars(rel_dir) or rel_dir[0].isspace())
@@ -154,6 +162,10 @@ def scan_folder(
     if options.min_per_class:
         scan = _drop_small_classes(scan, options.min_per_class)
     if not scan.entries:
+        if remote:
+            raise DatasetError(
+                f"{root_s}: no images under this prefix (extensions {', '.join(options.exts)})"
+            )
         raise DatasetError(_nothing_found(root_s, options, scan))
     return scan
 
@@ -359,24 +371,33 @@ def make_lists(
         counts = ", ".join(f"{len(paths)} {reason}" for reason, paths in scan.skipped.items())
         raise DatasetError(f"{scan.root}: {counts}; nothing written (--strict)")
     prefix_s = os.fspath(prefix)
+    remote = is_url(prefix_s)
     names = {kind: f"{prefix_s}.{kind}" for kind in ("classes.tsv", "lists.json", "skipped.tsv")}
-    os.makedirs(os.path.dirname(prefix_s) or ".", exist_ok=True)
-    stale = _previous_lists(names["lists.json"], prefix_s)
+    if not remote:
+        os.makedirs(os.path.dirname(prefix_s) or ".", exist_ok=True)
+    stale = set() if remote else _previous_lists(names["lists.json"], prefix_s)
     lists: list[tuple[str, int]] = []
+    texts: list[tuple[str, str]] = []  # (path, content), the run record last
     label_texts = [f"{label:f}" for label in range(len(scan.classes))]
+    for suffix, entries in plan_lists(scan.entries, options):
+        path = f"{prefix_s}{suffix}.lst"
+        texts.append((path, lst_text(entries, label_texts)))
+        lists.append((path, len(entries)))
+    texts.append((names["classes.tsv"], class_map_text(scan.classes)))
+    report = names["skipped.tsv"] if scan.skipped else None
+    if report:
+        rows = (f"{r}\t{printable(p)}\n" for r, paths in scan.skipped.items() for p in paths)
+        texts.append((report, "".join(rows)))
+    result = ListResult(scan, lists, names["classes.tsv"], names["lists.json"], report)
+    manifest = {**result.to_dict(), "options": _options_dict(options)}
+    texts.append((names["lists.json"], json.dumps(manifest, indent=1) + "\n"))
+    if remote:  # each object appears whole; the run record last
+        for path, text in texts:
+            write_bytes(path, text.encode("utf-8"))
+        return result
     with AtomicGroup() as group:
-        for suffix, entries in plan_lists(scan.entries, options):
-            path = f"{prefix_s}{suffix}.lst"
-            group.write_text(path, lst_text(entries, label_texts))
-            lists.append((path, len(entries)))
-        group.write_text(names["classes.tsv"], class_map_text(scan.classes))
-        report = names["skipped.tsv"] if scan.skipped else None
-        if report:
-            rows = (f"{r}\t{printable(p)}\n" for r, paths in scan.skipped.items() for p in paths)
-            group.write_text(report, "".join(rows))
-        result = ListResult(scan, lists, names["classes.tsv"], names["lists.json"], report)
-        manifest = {**result.to_dict(), "options": _options_dict(options)}
-        group.write_text(names["lists.json"], json.dumps(manifest, indent=1) + "\n")
+        for path, text in texts:
+            group.write_text(path, text)
     for path in stale - {p for p, _ in lists} - ({report} if report else set()):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

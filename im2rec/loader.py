@@ -66,6 +66,7 @@ class RecordDataset:
         missing_index: Literal["error", "scan"] = "scan",
         min_size: tuple[int, int] | None = None,
         on_corrupt: Literal["raise", "skip"] = "raise",
+        storage_options: dict[str, Any] | None = None,
     ):
         if layout not in ("auto", "plain", "insightface"):
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
@@ -80,8 +81,10 @@ class RecordDataset:
         ):
             raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
         self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
-        self.reader = IndexedRecordReader(rec, idx, missing_index=missing_index)
-        if not self.reader.index_path.exists():
+        self.reader = IndexedRecordReader(
+            rec, idx, missing_index=missing_index, storage_options=storage_options
+        )
+        if self.reader.index_scanned:
             warnings.warn(
                 f"{self.reader.name}: no .idx beside it, so its {len(self.reader):,} records "
                 f"were indexed in memory (keys 0..N-1); `rec index {self.reader.name}` "

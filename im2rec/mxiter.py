@@ -197,7 +197,12 @@ class DataBatch:
     provide_label: list[DataDesc] = field(default_factory=list)
 
 
-def record_offsets(rec: str, idx: str, verbose: bool) -> np.ndarray:
+def record_offsets(
+    rec: str,
+    idx: str,
+    verbose: bool,
+    storage_options: dict[str, Any] | None = None,
+) -> np.ndarray:
     """Byte offsets of every record, in file order. MXNet's indexed reader
     sorts the ``.idx`` offsets and ignores its keys (spec §5.2); without an
     ``.idx`` the file's headers are walked once, in memory."""
@@ -206,9 +211,9 @@ def record_offsets(rec: str, idx: str, verbose: bool) -> np.ndarray:
             f"path_imgrec must name one .rec file, not {rec!r} (lists and patterns of "
             "files are not supported; merge them with `rec merge`)"
         )
-    reader = RecordReader(rec)
+    reader = RecordReader(rec, storage_options=storage_options)
     try:
-        index = load_index(idx) if idx else build_index(reader)
+        index = load_index(idx, storage_options=storage_options) if idx else build_index(reader)
         index.check_within(reader.size, reader.name)
         offsets = np.unique(index.offsets)
         if len(offsets) == 0:

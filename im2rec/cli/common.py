@@ -23,6 +23,8 @@ from ..errors import ConfigError, Im2RecError
 
 __all__ = [
     "DASH_REC",
+    "REC",
+    "InputPath",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "Terminated",
@@ -39,8 +41,23 @@ __all__ = [
     "to_stdout",
 ]
 
-#: A .rec argument that may be ``-`` (standard input).
-DASH_REC = click.Path(exists=True, dir_okay=False, allow_dash=True)
+
+class InputPath(click.Path):
+    """A local file that must exist, or a URL (checked when it is opened:
+    asking the store twice costs a request)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..storage import is_url
+
+        if isinstance(value, str) and is_url(value):
+            return value
+        return super().convert(value, param, ctx)
+
+
+#: A .rec argument: a path, a URL, or ``-`` (standard input).
+DASH_REC = InputPath(exists=True, dir_okay=False, allow_dash=True)
+#: A .rec argument: a path or a URL.
+REC = InputPath(exists=True, dir_okay=False)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process it killed
 FC = TypeVar("FC", bound=Callable[..., Any])

@@ -10,11 +10,10 @@ import click
 from ..converting import merge_recs, unpack_rec
 from ..lstfile import class_map_beside, read_class_map
 from ..sheets import contact_sheet
-from .common import DASH_REC, handle_errors, spooled_input, to_stdout
+from ..storage import is_url
+from .common import DASH_REC, REC, handle_errors, spooled_input, to_stdout
 
 __all__ = ["merge_command", "show_command", "unpack_command"]
-
-REC = click.Path(exists=True, dir_okay=False)
 
 
 @click.command("unpack")
@@ -129,7 +128,7 @@ def show_command(
 
 def _class_names(rec: str, classes: str | None) -> dict[int, str] | None:
     """The class map given, or the one `rec list` left beside the .rec."""
-    found = classes or (None if rec == "-" else class_map_beside(rec))
+    found = classes or (None if rec == "-" or is_url(rec) else class_map_beside(rec))
     return read_class_map(found) if found else None
 
 

@@ -11,6 +11,7 @@ import click
 from ..inspection import rebuild_index, summarise, verify
 from ..lstfile import class_map_beside, read_class_map
 from ..recordio.index import format_index_line
+from ..storage import is_url, sibling, write_bytes
 from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
 
 __all__ = ["index_command", "info_command", "verify_command"]
@@ -48,12 +49,15 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
     """
     if rec == "-" and not output:
         raise click.UsageError("a .rec read from standard input needs -o (a file, or - for stdout)")
-    target = Path(output) if output else Path(rec).with_suffix(".idx")
+    target = output or sibling(rec, ".idx")
     with handle_errors(), spooled_input(rec) as path:
         index, damages = rebuild_index(path, keys="id" if keys == "id" else "seq", recover=recover)
-        if output == "-":
-            lines = map(format_index_line, index.key_list(), index.offsets.tolist())
-            click.echo("".join(lines), nl=False)
+        if output == "-" or is_url(target):
+            text = "".join(map(format_index_line, index.key_list(), index.offsets.tolist()))
+            if output == "-":
+                click.echo(text, nl=False)
+            else:
+                write_bytes(target, text.encode())  # published whole
         else:
             index.save(target)  # atomic
     for d in damages:
@@ -97,7 +101,8 @@ def verify_command(
         spooled_input(rec) as path,
         progress_bar(quiet=as_json) as bar,
     ):
-        track = bar.track(Path(rec).name, total=Path(path).stat().st_size)
+        total = 0 if is_url(path) else Path(path).stat().st_size  # a URL's size comes later
+        track = bar.track(rec.rsplit("/", 1)[-1], total=total)
         result = verify(path, idx, decode=decode, manifest=manifest,
                         on_progress=lambda done, total: track(done, total, done))  # fmt: skip
     if as_json:
@@ -127,7 +132,7 @@ def info_command(rec: str, full: bool, as_json: bool) -> None:
     """
     with handle_errors(writes=False), spooled_input(rec) as path:
         info = summarise(path, sample=None if full else 200)
-        found = None if rec == "-" else class_map_beside(rec)
+        found = None if rec == "-" or is_url(rec) else class_map_beside(rec)
         info["class_map"] = str(found) if found else None
         names = read_class_map(found) if found else None
     if as_json:

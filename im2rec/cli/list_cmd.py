@@ -12,7 +12,8 @@ from rich.table import Table
 from ..errors import ConfigError
 from ..listing import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists
 from ..lstfile import printable
-from .common import err_console, handle_errors, out_console, progress_counter
+from ..storage import is_url
+from .common import InputPath, err_console, handle_errors, out_console, progress_counter
 
 __all__ = ["list_command"]
 
@@ -27,7 +28,7 @@ def _split_exts(
 
 
 @click.command("list")
-@click.argument("root", type=click.Path(exists=True, file_okay=False))
+@click.argument("root", type=InputPath(exists=True, file_okay=False))
 @click.option(
     "-o",
     "--output",
@@ -150,7 +151,11 @@ def list_command(
 
 
 def _default_prefix(root: str) -> str:
-    name = os.path.basename(os.path.abspath(root))
+    name = (
+        root.rstrip("/").rsplit("/", 1)[-1]
+        if is_url(root)
+        else os.path.basename(os.path.abspath(root))
+    )
     if not name:
         raise ConfigError(f"cannot name the output after {root!r}; pass -o PREFIX")
     return name
@@ -179,7 +184,8 @@ def _print_summary(result: ListResult) -> None:
     console = out_console()
     console.print(
         f"Listed [bold]{len(scan.entries):,}[/] images in [bold]{len(scan.classes):,}[/] "
-        f"{'class' if len(scan.classes) == 1 else 'classes'} from {os.path.abspath(scan.root)}"
+        f"{'class' if len(scan.classes) == 1 else 'classes'} from "
+        f"{scan.root if is_url(scan.root) else os.path.abspath(scan.root)}"
     )
     table = Table(box=None, show_header=True, pad_edge=False)
     table.add_column("list")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import DuplicateKeyError, IndexFormatError, MissingFileError
-from .files import read_regular_file, split_lines
+from .files import split_lines
 
 __all__ = ["RecordIndex", "format_index_line", "load_index", "read_index_entries"]
 
@@ -140,10 +140,14 @@ def _as_list(values: Any) -> list[Any]:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-def _read(path: str | os.PathLike[str]) -> tuple[str, bytes]:
+def _read(
+    path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+) -> tuple[str, bytes]:
+    from ..storage import read_bytes
+
     name = os.fspath(path)
     try:
-        return name, read_regular_file(path)
+        return name, read_bytes(path, storage_options)
     except FileNotFoundError:
         raise MissingFileError(
             f"{name}: index file not found; rebuild it from the .rec with `rec index REC` "
@@ -169,12 +173,18 @@ def read_index_entries(
     return keys, offsets
 
 
-def load_index(path: str | os.PathLike[str], key_type: KeyType = int) -> RecordIndex:
-    """Read a ``.idx`` file. Duplicate keys, malformed lines and negative or
-    unaligned offsets raise :class:`IndexFormatError` naming the line."""
+def load_index(
+    path: str | os.PathLike[str],
+    key_type: KeyType = int,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> RecordIndex:
+    """Read a ``.idx`` file (a path or a URL). Duplicate keys, malformed lines
+    and negative or unaligned offsets raise :class:`IndexFormatError` naming
+    the line."""
     import numpy as np
 
-    name, data = _read(path)
+    name, data = _read(path, storage_options)
     parsed = _parse_fast(data) if key_type is int else None
     lines: list[int] | None = None  # position -> line number, when they differ
     if parsed is None:

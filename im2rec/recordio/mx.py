@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-from ..errors import ModeError
+from ..errors import ConfigError, ModeError
 from .header import IRHeader, pack, unpack
 from .index import RecordIndex, load_index
 from .reader import RecordReader
@@ -64,6 +64,13 @@ class MXRecordIO:
         self._writer: RecordWriter | None = None
         self._reader: RecordReader | None = None
         if self.writable:
+            from ..storage import is_url
+
+            if is_url(self.uri):
+                raise ConfigError(
+                    f"{self.uri}: writing to a URL is not supported here; write a local file "
+                    "and upload it (rec pack writes to stores itself)"
+                )
             self._writer = self._make_writer()
         else:
             self._reader = RecordReader(self.uri)

@@ -20,27 +20,34 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..errors import MissingFileError, RecordFormatError
-from .files import FileView, open_regular
+from .files import FileView
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
 
 __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
 
-def _open(path: Path) -> FileView:
-    try:
-        fd, size = open_regular(path, "is a directory, not a .rec file")
-    except FileNotFoundError:
-        raise MissingFileError(f"{path}: record file not found") from None
-    return FileView(fd, size, str(path))
-
-
 class RecordReader:
-    """Sequential and by-offset access to the records of one ``.rec`` file."""
+    """Sequential and by-offset access to the records of one ``.rec`` file:
+    a local path, or a URL (``s3://...``, ``https://...``: see
+    :mod:`im2rec.storage`; ``storage_options`` go to its fsspec backend)."""
 
-    def __init__(self, path: str | os.PathLike[str] | bytes):
-        self.path = Path(os.fsdecode(path))
-        self.name = str(self.path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | bytes,
+        *,
+        storage_options: dict[str, Any] | None = None,
+    ):
+        from .. import storage
+
+        location = os.fsdecode(path)
+        self.location = location
+        self.storage_options = storage_options
+        # a URL keeps its text: Path() would fold "s3://b/x" into "s3:/b/x"
+        self.path = (
+            Path(location) if not storage.is_url(location) else Path(location.split("://")[-1])
+        )
+        self.name = location if storage.is_url(location) else str(self.path)
         self._lock = threading.Lock()
         self._view: FileView | None = None
         self._size = 0
@@ -49,9 +56,17 @@ class RecordReader:
     def _ensure_open(self) -> FileView:
         with self._lock:
             if self._view is None:
-                self._view = _open(self.path)
+                from ..storage import open_view
+
+                self._view = open_view(self.location, self.storage_options)
                 self._size = self._view.size
             return self._view
+
+    @property
+    def remote(self) -> bool:
+        from ..storage import is_url
+
+        return is_url(self.location)
 
     @property
     def size(self) -> int:
@@ -146,16 +161,23 @@ class IndexedRecordReader(RecordReader):
         *,
         key_type: Callable[[str], Any] = int,
         missing_index: Literal["error", "scan"] = "error",
+        storage_options: dict[str, Any] | None = None,
     ):
         if missing_index not in ("error", "scan"):
             raise ValueError(f"missing_index must be 'error' or 'scan', not {missing_index!r}")
-        super().__init__(rec)
-        self.index_path = self.path.with_suffix(".idx") if idx is None else Path(os.fsdecode(idx))
-        if missing_index == "scan" and idx is None and not self.index_path.exists():
+        super().__init__(rec, storage_options=storage_options)
+        from ..storage import exists, sibling
+
+        index_location = sibling(self.location, ".idx") if idx is None else os.fsdecode(idx)
+        self.index_path = index_location if self.remote else Path(index_location)
+        self.index_scanned = (
+            missing_index == "scan" and idx is None and not exists(index_location, storage_options)
+        )
+        if self.index_scanned:
             self.index = build_index(self)
         else:
             try:
-                self.index = load_index(self.index_path, key_type)
+                self.index = load_index(index_location, key_type, storage_options=storage_options)
             except MissingFileError:
                 fix = (
                     "check the path (without idx, the .idx beside the .rec is used)"

@@ -1,0 +1,168 @@
+"""Reading from S3, against a local S3-compatible server (moto's, in its own
+process on localhost), side by side with what users do without im2rec:
+
+1. A sequential scan of a ``.rec`` (``rec verify``, and a full pass of a
+   ``RecordDataset`` returning the stored bytes) vs boto3's
+   ``download_file`` of the same object (what ``aws s3 cp`` does: parallel
+   ranged requests) into a local file. Target: >= 0.5x its speed.
+2. 1,000 random ``read_idx`` of ``MXIndexedRecordIO`` on the URL: the bytes
+   transferred (counted by the reader) over the bytes of those records.
+   Target: < 1.5x.
+
+    make bench      # or: .venv/bin/python bench/bench_remote.py [--size-mb 1024]
+
+The file holds ``--size-mb`` MB (default 256) of records of 60-140 kB
+(ImageNet's sizes); its payloads are random bytes (no decoding is timed).
+Each timing is the best of ``--runs``. moto's server copies the whole object
+for every ranged request, so on it each request costs time in proportion to
+the file's size: a 1 GB file takes hours for 2,000 requests, and the
+ratios here (bytes counted, and both sides of each speed row on the same
+server) do not depend on the size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCAN_TARGET = 0.5
+RANDOM_BUDGET = 1.5
+BUCKET = "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the moto server did not start")
+
+
+def make_rec(path: Path, size_mb: int) -> int:
+    from im2rec.recordio import IndexedRecordWriter, pack
+
+    rng = random.Random(0)
+    n, total = 0, 0
+    with IndexedRecordWriter(path) as w:
+        while total < size_mb * 1_000_000:
+            payload = rng.randbytes(rng.randint(60_000, 140_000))
+            w.write_key(n, pack((0, float(n % 1000), n, 0), payload))
+            n += 1
+            total += len(payload)
+    return n
+
+
+def best(runs: int, fn: object) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    server, endpoint = start_server()
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench",
+                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")  # fmt: skip
+    try:
+        import boto3
+
+        from im2rec import recordio
+        from im2rec.inspection import verify
+        from im2rec.loader import RecordDataset
+
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        with tempfile.TemporaryDirectory(prefix="im2rec-bench-remote-") as tmp:
+            rec = Path(tmp) / "data.rec"
+            n = make_rec(rec, args.size_mb)
+            for suffix in (".rec", ".idx"):
+                s3.upload_file(str(rec.with_suffix(suffix)), BUCKET, f"data{suffix}")
+            size = rec.stat().st_size
+            rec.unlink()  # the local copy must not be what anything reads
+            url = f"s3://{BUCKET}/data.rec"
+            target = Path(tmp) / "download.rec"
+
+            def download() -> None:
+                s3.download_file(BUCKET, "data.rec", str(target))
+
+            def verify_scan() -> None:
+                result = verify(url)
+                assert result.ok and result.records == n, result.problems[:3]
+
+            def dataset_scan() -> None:
+                ds = RecordDataset(url, output="bytes")
+                assert sum(len(ds[i][0]) > 0 for i in range(len(ds))) == n
+
+            t_download = best(args.runs, download)
+            t_verify = best(args.runs, verify_scan)
+            t_dataset = best(args.runs, dataset_scan)
+            reader = recordio.MXIndexedRecordIO(url[:-4] + ".idx", url, "r")
+            keys = random.Random(1).sample(reader.keys, min(1000, n))
+            wanted = sum(len(reader.read_idx(k)) for k in keys)
+            fetched = reader._live_reader().mapping()[0].bytes_fetched  # type: ignore[attr-defined]
+    finally:
+        server.kill()
+        server.wait()
+    mb = size / 1e6
+    results = {
+        "bytes": size, "records": n,
+        "download_mb_s": mb / t_download, "verify_mb_s": mb / t_verify,
+        "dataset_mb_s": mb / t_dataset,
+        "verify_ratio": t_download / t_verify, "dataset_ratio": t_download / t_dataset,
+        "random_records": len(keys), "random_bytes_wanted": wanted,
+        "random_bytes_fetched": fetched, "random_ratio": fetched / wanted,
+    }  # fmt: skip
+    met = (
+        min(results["verify_ratio"], results["dataset_ratio"]) >= SCAN_TARGET
+        and results["random_ratio"] < RANDOM_BUDGET
+    )
+    results["targets_met"] = met
+    if args.json:
+        print(json.dumps(results))
+    else:
+        print(f"{mb:,.0f} MB, {n:,} records, on a local S3 server (moto)")
+        print(f"{'boto3 download_file':28} {results['download_mb_s']:8,.0f} MB/s")
+        print(f"{'rec verify (URL)':28} {results['verify_mb_s']:8,.0f} MB/s   ratio "
+              f"{results['verify_ratio']:.2f}x (target {SCAN_TARGET}x)")  # fmt: skip
+        print(f"{'RecordDataset pass (URL)':28} {results['dataset_mb_s']:8,.0f} MB/s   ratio "
+              f"{results['dataset_ratio']:.2f}x (target {SCAN_TARGET}x)")  # fmt: skip
+        print(f"1,000 random read_idx: {wanted / 1e6:,.1f} MB of records, "
+              f"{fetched / 1e6:,.1f} MB transferred: {results['random_ratio']:.3f}x "
+              f"(budget < {RANDOM_BUDGET}x)")  # fmt: skip
+    sys.exit(0 if met else 1)
+
+
+if __name__ == "__main__":
+    main()

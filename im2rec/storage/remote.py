@@ -1,0 +1,319 @@
+"""Remote files through fsspec: ranged reads with read-ahead, retries, and
+errors that name the URL.
+
+:class:`RemoteView` is a :class:`~im2rec.recordio.files.FileView` whose bytes
+come from ranged requests. Its read-ahead follows the access pattern: a jump
+(a record by key, a ``DataLoader`` worker's next sample) fetches the bytes
+asked for and at most ``BLOCK`` more, so reading a few records does not
+download the file; a read that continues where the last one ended switches
+to aligned ``CHUNK``-byte requests with the next ``AHEAD`` chunks fetched in
+the background, so a scan streams. At most ``KEEP`` chunks are cached.
+
+Transient errors (throttling, a dropped connection, a server error) are
+retried ``RETRIES`` times with backoff; a missing object or bucket, or a
+refusal, is one :class:`~im2rec.errors.Im2RecError` naming the URL at once.
+A view is used by one process: a forked child (a ``DataLoader`` worker)
+gets a filesystem object of its own on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ..errors import Im2RecError, MissingFileError, TruncatedRecordError
+from ..recordio.files import FileView
+
+__all__ = ["RemoteError", "RemoteView", "filesystem", "require_fsspec"]
+
+T = TypeVar("T")
+
+
+class RemoteError(Im2RecError, OSError):
+    """The store refused or failed a request (after retries)."""
+
+
+def require_fsspec() -> Any:
+    try:
+        import fsspec
+    except ImportError:
+        raise Im2RecError(
+            "reading URLs needs the remote extra: pip install 'im2rec[remote]' (fsspec and "
+            "s3fs; add gcsfs for gs://)"
+        ) from None
+    return fsspec
+
+
+_FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
+_LOCK = threading.Lock()
+
+
+def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """``(fsspec filesystem, path within it)`` for ``url``; one filesystem
+    per process, protocol and options (a forked child makes its own: the
+    parent's connections and event loop are not its to use)."""
+    fsspec = require_fsspec()
+    options = dict(storage_options or {})
+    try:
+        protocol = fsspec.core.split_protocol(url)[0] or "file"
+        cls = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as exc:
+        raise Im2RecError(f"{url}: no fsspec backend for it ({exc})") from None
+    key = (os.getpid(), protocol, repr(sorted(options.items())))
+    with _LOCK:
+        fs = _FILESYSTEMS.get(key)
+        if fs is None:
+            try:
+                fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+            except ImportError as exc:
+                raise Im2RecError(
+                    f"{url}: the fsspec backend for {protocol}:// is not installed ({exc})"
+                ) from None
+            _FILESYSTEMS[key] = fs
+    return fs, cls._strip_protocol(url)
+
+
+RETRIES = 4
+BACKOFF = 0.2  # seconds before the first retry; doubled after each
+
+
+def _classify(url: str, exc: BaseException) -> Im2RecError | None:
+    """The error to raise at once for ``exc``, or None when it is worth a retry."""
+    if isinstance(exc, FileNotFoundError):
+        return MissingFileError(
+            f"{url}: not found (no such object, or no such bucket); check the URL"
+        )
+    if isinstance(exc, PermissionError):
+        return RemoteError(
+            f"{url}: access denied; check the credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE, "
+            "or storage_options) and the bucket's permissions"
+        )
+    text = f"{type(exc).__name__}: {exc}"
+    if any(word in text for word in ("NoSuchBucket", "NoSuchKey", "404")):
+        return MissingFileError(f"{url}: not found ({text})")
+    if any(word in text for word in ("AccessDenied", "Forbidden", "403", "InvalidAccessKeyId")):
+        return RemoteError(f"{url}: access denied ({text}); check the credentials")
+    return None
+
+
+def call(url: str, what: str, fn: Callable[[], T]) -> T:
+    """``fn()``, retried on transient errors; one error naming ``url`` else."""
+    delay = BACKOFF
+    for attempt in range(RETRIES + 1):
+        try:
+            return fn()
+        except Im2RecError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every backend raises its own
+            final = _classify(url, exc)
+            if final is not None:
+                raise final from None
+            if attempt == RETRIES:
+                raise RemoteError(
+                    f"{url}: {what} failed {RETRIES + 1} times ({type(exc).__name__}: {exc}); "
+                    "check the network and the endpoint (AWS_ENDPOINT_URL), then run again"
+                ) from None
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+class RemoteView(FileView):
+    """A remote file's first ``size`` bytes, read with ranged requests."""
+
+    BLOCK = 16 << 10  # read ahead on a jump: a header and a small record in one request
+    CHUNK = 8 << 20  # a scan's request size
+    AHEAD = 4  # chunks fetched ahead of a scan, concurrently
+    KEEP = 8  # chunks kept (64 MiB)
+    GAP = 1 << 20  # a forward step this short, twice in a row, is a scan (a header walk)
+
+    def __init__(self, url: str, size: int, storage_options: dict[str, Any] | None):
+        super().__init__(-1, size, url)
+        self.url = url
+        self.storage_options = storage_options
+        self.bytes_fetched = 0  # counted for the benchmark's transfer budget
+        self.requests = 0
+        self._pid = os.getpid()
+        self._cursor = -(1 << 40)  # where the last read ended: a read from there is a scan
+        self._streak = 0  # short forward steps in a row
+        self._chunks: OrderedDict[int, bytes] = OrderedDict()
+        self._pending: dict[int, Future[bytes]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict[str, Any] | None = None) -> RemoteView:
+        fs, path = filesystem(url, storage_options)
+
+        def info() -> dict[str, Any]:
+            found: dict[str, Any] = fs.info(path)
+            return found
+
+        try:
+            details = call(url, "looking it up", info)
+        except MissingFileError:
+            if not url.startswith(("http://", "https://")):
+                raise
+            # fsspec's HTTP lookup calls every failure "not found": a byte of
+            # the file tells a refusal (403) or a server error from a 404
+            call(url, "reading it", lambda: fs.cat_file(path, start=0, end=1))
+            raise
+        if details.get("type") == "directory":
+            raise Im2RecError(f"{url}: is a folder (a prefix), not a .rec file")
+        return cls(url, int(details["size"]), storage_options)
+
+    # -- fetching ------------------------------------------------------------
+
+    def _get(self, start: int, end: int) -> bytes:
+        fs, path = filesystem(self.url, self.storage_options)
+
+        def fetch() -> bytes:
+            data: bytes = fs.cat_file(path, start=start, end=end)
+            return data
+
+        data = call(self.url, f"reading bytes {start:,}-{end:,}", fetch)
+        with self._mutex:
+            self.bytes_fetched += len(data)
+            self.requests += 1
+        if len(data) < end - start:
+            raise self._shrunk(start + len(data))
+        return data
+
+    def _forked(self) -> None:
+        """In a forked child (a DataLoader worker): the parent's read-ahead
+        threads and their futures do not exist here; start afresh."""
+        if self._pid != os.getpid():
+            self._pid, self._pool, self._pending = os.getpid(), None, {}
+            self._mutex = threading.Lock()
+
+    def _chunk(self, index: int) -> bytes:
+        self._forked()
+        with self._mutex:
+            data = self._chunks.get(index)
+            if data is not None:
+                self._chunks.move_to_end(index)
+                return data
+            future = self._pending.pop(index, None)
+        start = index * self.CHUNK
+        data = (
+            future.result()
+            if future is not None
+            else self._get(start, min(start + self.CHUNK, self.size))
+        )
+        with self._mutex:
+            self._chunks[index] = data
+            while len(self._chunks) > self.KEEP:
+                self._chunks.popitem(last=False)
+        return data
+
+    def _ahead(self, index: int) -> None:
+        last = (self.size - 1) // self.CHUNK
+        self._forked()
+        with self._mutex:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.AHEAD)
+            for i in range(index + 1, min(index + 1 + self.AHEAD, last + 1)):
+                if i not in self._chunks and i not in self._pending:
+                    start = i * self.CHUNK
+                    end = min(start + self.CHUNK, self.size)
+                    self._pending[i] = self._pool.submit(self._get, start, end)
+
+    def _scan(self, start: int, n: int) -> bytes:
+        """``n`` bytes from ``start`` out of the scan's chunks (copied once)."""
+        first, last = start // self.CHUNK, (start + n - 1) // self.CHUNK
+        off = start - first * self.CHUNK
+        if first == last:
+            chunk = self._chunk(first)
+            self._ahead(first)
+            return chunk[off : off + n]
+        parts = [self._chunk(i) for i in range(first, last + 1)]
+        self._ahead(last)
+        return b"".join(parts)[off : off + n]
+
+    def _scanning(self, start: int) -> bool:
+        """Whether a read from ``start`` continues a scan: it starts where
+        the last read ended (give or take a frame's padding), or in a chunk
+        a scan holds, or it is the second short step forward in a row (a
+        walk over record headers). Random reads rarely do either."""
+        step = start - self._cursor
+        self._streak = self._streak + 1 if 0 <= step <= self.GAP else 0
+        index = start // self.CHUNK
+        held = index in self._chunks or index in self._pending
+        return 0 <= step <= 64 or self._streak >= 2 or held
+
+    def _get_counted(self, start: int, n: int, ahead: int) -> bytes:
+        """One request for ``n`` bytes from ``start`` and ``ahead`` more (a jump)."""
+        n = max(0, min(n, self.size - start))
+        return self._get(start, min(start + max(n, ahead), self.size)) if n else b""
+
+    # -- FileView's interface ---------------------------------------------
+
+    def read(self, start: int, n: int) -> bytes:
+        n = max(0, min(n, self.size - start))
+        base, block = self._block
+        off = start - base
+        if 0 <= off and off + n <= len(block):
+            self._cursor = start + n
+            return block[off : off + n]
+        if self._scanning(start):
+            data = self._scan(start, n)
+        elif 0 <= off < len(block):
+            # a record that runs past a jump's block: only the rest
+            data = block[off:] + self._get_counted(base + len(block), n - (len(block) - off), 0)
+        else:
+            data = self._get_counted(start, n, 0)
+        self._cursor = start + len(data)
+        return data[:n]
+
+    def window(self, start: int, need: int = 8) -> tuple[bytes, int]:
+        base, block = self._block
+        off = start - base
+        if off >= 0 and off + need <= len(block):
+            self._cursor = start + need
+            return block, off
+        if self._scanning(start):
+            index = start // self.CHUNK
+            chunk = self._chunk(index)
+            self._ahead(index)
+            off = start - index * self.CHUNK
+            if off + need <= len(chunk) or index * self.CHUNK + len(chunk) >= self.size:
+                self._block = (index * self.CHUNK, chunk)  # no copy: the chunk itself
+                self._cursor = start + min(need, len(chunk) - off)
+                return chunk, off
+            data = self._scan(start, need)  # a header across two chunks
+        else:
+            data = self._get_counted(start, need, self.BLOCK)
+        self._cursor = start + len(data)
+        if len(data) < need and start + len(data) < self.size:
+            raise self._shrunk(start + len(data))
+        self._block = (start, data)
+        return data, 0
+
+    def _pread(self, start: int, n: int, need: int) -> bytes:
+        return self.read(start, n)
+
+    def _shrunk(self, at: int) -> TruncatedRecordError:
+        return TruncatedRecordError(
+            f"{self.url}: the object ends at byte {at:,}, but it had {self.size:,} bytes when it "
+            "was opened: it was replaced or cut while being read; open it again"
+        )
+
+    def close(self) -> None:
+        with self._mutex:
+            pool, self._pool = self._pool, None
+            self._pending.clear()
+            self._chunks.clear()
+        if pool is not None and self._pid == os.getpid():
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._block = (0, b"")
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be gone
+            pass
