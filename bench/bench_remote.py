@@ -23,6 +23,7 @@ server) do not depend on the size.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -110,6 +111,7 @@ def main() -> None:
             for suffix in (".rec", ".idx"):
                 s3.upload_file(str(rec.with_suffix(suffix)), BUCKET, f"data{suffix}")
             size = rec.stat().st_size
+            digest = hashlib.sha256(rec.read_bytes()).hexdigest()
             rec.unlink()  # the local copy must not be what anything reads
             url = f"s3://{BUCKET}/data.rec"
             target = Path(tmp) / "download.rec"
@@ -126,6 +128,8 @@ def main() -> None:
                 assert sum(len(ds[i][0]) > 0 for i in range(len(ds))) == n
 
             t_download = best(args.runs, download)
+            # the other side must have fetched the very file
+            assert hashlib.sha256(target.read_bytes()).hexdigest() == digest
             t_verify = best(args.runs, verify_scan)
             t_dataset = best(args.runs, dataset_scan)
             reader = recordio.MXIndexedRecordIO(url[:-4] + ".idx", url, "r")

@@ -34,6 +34,7 @@ __all__ = [
     "PartialFiles",
     "check_replaceable",
     "finished",
+    "made_with",
     "recover",
     "sha256_file",
     "start_fresh",
@@ -91,9 +92,7 @@ def finished(
     try:
         manifest = read_json(files.manifest)
         if not (
-            manifest["list"]["sha256"] == state["list_sha256"]
-            and manifest["options"] == state["options"]
-            and manifest["root"] == state["root"]
+            made_with(manifest) == state
             and manifest["rec"]["bytes"] == files.rec.stat().st_size
             and manifest["idx"]["bytes"] == files.idx.stat().st_size
         ):
@@ -202,6 +201,16 @@ def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
     return ", ".join(out) or "by another version of im2rec"
 
 
+def made_with(manifest: Any) -> dict[str, Any]:
+    """What a pack manifest says its output was made from, in the form of
+    a run's state (``KeyError``/``TypeError`` when it does not say)."""
+    return {
+        "list_sha256": manifest["list"]["sha256"],
+        "root": manifest["root"],
+        "options": manifest["options"],
+    }
+
+
 def check_replaceable(
     rec: Path, manifest_path: Path, state: dict[str, Any], lst: str, what: str = "it"
 ) -> None:
@@ -215,11 +224,7 @@ def check_replaceable(
     advice = f"pass --overwrite to replace {what}, or move {rec.name} away first"
     try:
         manifest = read_json(manifest_path)
-        saved = {
-            "list_sha256": manifest["list"]["sha256"],
-            "root": manifest["root"],
-            "options": manifest["options"],
-        }
+        saved = made_with(manifest)
         size = int(manifest["rec"]["bytes"])
     except FileNotFoundError:
         raise DatasetError(

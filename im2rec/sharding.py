@@ -40,7 +40,7 @@ from .lstfile import ListItem, item_line, read_lst
 from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
 from .recordio import RecordIndex, load_index
 from .recordio.files import read_json
-from .resuming import check_replaceable, sha256_file
+from .resuming import check_replaceable, made_with, sha256_file
 
 __all__ = [
     "RunHooks",
@@ -190,15 +190,9 @@ def verified(spec: ShardSpec) -> ShardResult | None:
     slice, root and options, and unchanged since (SHA-256); else None."""
     try:
         manifest = read_json(spec.path(".pack.json"))
-        state = spec.state()
-        ok = (
-            manifest["list"]["sha256"] == state["list_sha256"]
-            and manifest["options"] == state["options"]
-            and manifest["root"] == state["root"]
-            and all(
-                sha256_file(spec.path(f".{kind}")) == manifest[kind]["sha256"]
-                for kind in ("rec", "idx")
-            )
+        ok = made_with(manifest) == spec.state() and all(
+            sha256_file(spec.path(f".{kind}")) == manifest[kind]["sha256"]
+            for kind in ("rec", "idx")
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -215,6 +215,11 @@ def test_ndarray_file_round_trip_and_hostile_sizes(tmp_path: Path) -> None:
     (tmp_path / "huge.nd").write_bytes(bytes(huge))
     with pytest.raises(DatasetError, match="more than its"):
         load_ndarrays(tmp_path / "huge.nd")
+    wrap = bytearray(data)  # 2**32 * 2**32 * 4: a product that wraps to 0 in 64 bits
+    wrap[36:44] = wrap[44:52] = (1 << 32).to_bytes(8, "little")
+    (tmp_path / "wrap.nd").write_bytes(bytes(wrap))
+    with pytest.raises(DatasetError, match="ends inside array 0's values"):
+        load_ndarrays(tmp_path / "wrap.nd")
     dims = bytearray(data)
     dims[36:44] = (1 << 40).to_bytes(8, "little")  # the first dimension
     (tmp_path / "dims.nd").write_bytes(bytes(dims))

@@ -16,6 +16,7 @@ left before anything is allocated.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 
@@ -121,7 +122,7 @@ def _array(cur: _Cursor, i: int) -> np.ndarray:
     if flag not in _DTYPES:
         raise DatasetError(f"{cur.name}: {what} has an unknown dtype flag {flag}")
     dtype = np.dtype(_DTYPES[flag]).newbyteorder("<")
-    count = int(np.prod(shape, dtype=np.uint64)) if shape else 1
+    count = math.prod(shape)  # exact: a product of huge claimed dims must not wrap around
     raw = cur.take(count * dtype.itemsize, f"{what}'s values")
     return np.frombuffer(raw, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
