@@ -26,6 +26,7 @@ from .errors import ConfigError, DatasetError, Im2RecError
 from .executors import LocalExecutor
 from .packing import PackInterrupted
 from .sharding import RunHooks, ShardResult, ShardSpec, pack_shard
+from .storage import is_url
 
 __all__ = ["DaskRunner", "LocalRunner", "require_dask"]
 
@@ -39,7 +40,7 @@ class LocalRunner:
     def __init__(self, executor: LocalExecutor):
         self.executor = executor
 
-    def check(self, root: Path, sample: str, out_dir: Path) -> None:
+    def check(self, root: str, sample: str, out_dir: str) -> None:
         """Nothing to ask: this process already found the root."""
 
     def run(self, specs: Sequence[ShardSpec], hooks: RunHooks) -> None:
@@ -90,15 +91,22 @@ class DaskRunner:
     def workers(self) -> int:
         return len(self.client.scheduler_info()["workers"])
 
-    def check(self, root: Path, sample: str, out_dir: Path) -> None:
-        readable = os.access(root / sample, os.R_OK)
-        answers = self.client.run(_probe, str(root), sample if readable else "", str(out_dir))
+    def check(self, root: str, sample: str, out_dir: str) -> None:
+        readable = is_url(root) or os.access(os.path.join(root, sample), os.R_OK)
+        answers = self.client.run(_probe, root, sample if readable else "", out_dir)
         problems = [f"{worker}: {why}" for worker, why in sorted(answers.items()) if why]
         if problems:
+            need = (
+                "reach the store: the remote extra (pip install 'im2rec[remote]') and the same "
+                "credentials (AWS_* variables or files)"
+                if is_url(root) or is_url(out_dir)
+                else "see the image root and the output folder at the same paths (a shared "
+                "filesystem such as NFS or Lustre)"
+            )
             raise DatasetError(
-                "workers cannot use the data: " + "; ".join(problems) + ". Every worker "
-                "must see the image root and the output folder at the same paths (a "
-                "shared filesystem such as NFS or Lustre)"
+                "workers cannot use the data: "
+                + "; ".join(problems)
+                + f". Every worker must {need}"
             )
 
     def run(self, specs: Sequence[ShardSpec], hooks: RunHooks) -> None:
@@ -191,6 +199,8 @@ def _result(future: Any, stem: str) -> ShardResult:
 
 def _probe(root: str, sample: str, out_dir: str) -> str | None:
     """Runs on each worker: can it see what the run needs?"""
+    if is_url(root) or is_url(out_dir):
+        return _probe_store(root, sample, out_dir)
     if not os.path.isdir(root):
         return f"cannot see the image root {root}"
     if sample and not os.access(os.path.join(root, sample), os.R_OK):
@@ -201,6 +211,27 @@ def _probe(root: str, sample: str, out_dir: str) -> str | None:
         probe.unlink()
     except OSError as exc:
         return f"cannot write to {out_dir} ({exc.strerror})"
+    return None
+
+
+def _probe_store(root: str, sample: str, out_dir: str) -> str | None:
+    """:func:`_probe` where the images or the outputs are in a store: the
+    worker needs the remote extra and the credentials, not the same paths."""
+    from .storage import write_bytes
+    from .storage.objects import remove, size_of, url_join
+
+    try:
+        if is_url(root):
+            if sample and size_of(url_join(root, sample)) is None:
+                return f"cannot find {sample} under {root}"
+        elif not os.path.isdir(root):
+            return f"cannot see the image root {root}"
+        if is_url(out_dir):
+            probe = url_join(out_dir, f".im2rec-probe-{uuid.uuid4().hex[:8]}")
+            write_bytes(probe, b"")
+            remove(probe)
+    except Im2RecError as exc:
+        return str(exc)
     return None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import multiprocessing
 import os
 import signal
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal, TypeVar
@@ -204,9 +205,10 @@ class LocalExecutor:
         return multiprocessing.get_context("spawn")
 
     def map_ordered(
-        self, fn: Callable[[T], R], items: Sequence[T], *, io_bound: bool = False
+        self, fn: Callable[[T], R], items: Iterable[T], *, io_bound: bool = False
     ) -> Iterator[R]:
-        """``map(fn, items)``, in order, computed by the workers."""
+        """``map(fn, items)``, in order, computed by the workers; ``items`` is
+        consumed as the workers need more (it may be a stream)."""
         if self.workers <= 1:
             yield from map(fn, items)
             return
@@ -218,8 +220,9 @@ class LocalExecutor:
         window = self.workers + 2 if kind == "processes" else self.workers * 8
         pending: deque[Future[list[R]]] = deque()
         try:
-            for i in range(0, len(items), size):
-                pending.append(pool.submit(_run_chunk, fn, items[i : i + size]))
+            source = iter(items)
+            while chunk := list(itertools.islice(source, size)):
+                pending.append(pool.submit(_run_chunk, fn, chunk))
                 if len(pending) >= window:
                     yield from pending.popleft().result()
             while pending:

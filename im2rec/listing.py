@@ -36,7 +36,7 @@ from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
 from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
 from .recordio.files import read_json
-from .storage import is_url, write_bytes
+from .storage import is_url, read_bytes, write_bytes
 from .storage.listing import walk_prefix
 
 __all__ = [
@@ -323,7 +323,7 @@ def _stratified(chunk: list[Entry], train_r: float, test_r: float) -> tuple[list
 def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
     counts = Counter(e.label for e in scan.entries)
     return {
-        "root": os.path.abspath(scan.root),
+        "root": scan.root if is_url(scan.root) else os.path.abspath(scan.root),
         "images": len(scan.entries),
         "classes": [
             {"label": label, "folder": folder, "images": counts[label]}
@@ -375,7 +375,7 @@ def make_lists(
     names = {kind: f"{prefix_s}.{kind}" for kind in ("classes.tsv", "lists.json", "skipped.tsv")}
     if not remote:
         os.makedirs(os.path.dirname(prefix_s) or ".", exist_ok=True)
-    stale = set() if remote else _previous_lists(names["lists.json"], prefix_s)
+    stale = _previous_lists(names["lists.json"], prefix_s)
     lists: list[tuple[str, int]] = []
     texts: list[tuple[str, str]] = []  # (path, content), the run record last
     label_texts = [f"{label:f}" for label in range(len(scan.classes))]
@@ -394,13 +394,18 @@ def make_lists(
     if remote:  # each object appears whole; the run record last
         for path, text in texts:
             write_bytes(path, text.encode("utf-8"))
-        return result
-    with AtomicGroup() as group:
-        for path, text in texts:
-            group.write_text(path, text)
+    else:
+        with AtomicGroup() as group:
+            for path, text in texts:
+                group.write_text(path, text)
     for path in stale - {p for p, _ in lists} - ({report} if report else set()):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        if remote:
+            from .storage.objects import remove
+
+            remove(path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     return result
 
 
@@ -408,19 +413,21 @@ def _previous_lists(manifest: str, prefix: str) -> set[str]:
     """The lists (and skipped report) a previous run recorded in ``manifest``:
     only ``PREFIX*.lst`` and ``PREFIX.skipped.tsv`` beside it, whatever else
     the file names (it may be someone else's), are ever removed."""
+    remote = is_url(prefix)
     try:
-        old = read_json(manifest)
+        old = json.loads(read_bytes(manifest, limit=1 << 24)) if remote else read_json(manifest)
         paths = [item["path"] for item in old.get("lists", [])]
         if old.get("skipped_report"):
             paths.append(old["skipped_report"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, MissingFileError):
         return set()
-    folder, stem = os.path.split(prefix)
+    split = (lambda p: p.rpartition("/")[::2]) if remote else os.path.split
+    folder, stem = split(prefix)
 
     def ours(p: object) -> bool:
-        if not isinstance(p, str) or os.path.dirname(p) != folder:
+        if not isinstance(p, str) or split(p)[0] != folder:
             return False
-        name = os.path.basename(p)
+        name = split(p)[1]
         rest = name[len(stem) :]
         return name.startswith(stem) and (
             rest == ".skipped.tsv" or (rest.endswith(".lst") and "/" not in rest)

@@ -36,6 +36,7 @@ __all__ = [
     "finished",
     "made_with",
     "recover",
+    "replaceable",
     "sha256_file",
     "start_fresh",
 ]
@@ -219,29 +220,51 @@ def check_replaceable(
     the same bytes): overwriting a dataset packed otherwise (another
     --resize, another version of the list, or not by rec pack at all) loses
     work that may have taken hours. ``--overwrite`` skips this check."""
-    if not rec.exists():
-        return
-    advice = f"pass --overwrite to replace {what}, or move {rec.name} away first"
+    if rec.exists():
+        replaceable(str(rec), rec.stat().st_size, _manifest(manifest_path), state, lst, what)
+
+
+def _manifest(path: Path) -> Any:
     try:
-        manifest = read_json(manifest_path)
-        saved = made_with(manifest)
-        size = int(manifest["rec"]["bytes"])
+        return read_json(path)
     except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+
+
+def replaceable(
+    rec: str,
+    size_now: int,
+    found: Any,
+    state: dict[str, Any],
+    lst: str,
+    what: str = "it",
+) -> None:
+    """:func:`check_replaceable` of the existing ``rec`` (a path or a URL) of
+    ``size_now`` bytes, whose manifest is ``found`` (None when there is none,
+    ``{}`` when it is unreadable)."""
+    name = rec.rsplit("/", 1)[-1]
+    manifest_name = name.rsplit(".", 1)[0] + ".pack.json"
+    advice = f"pass --overwrite to replace {what}, or move {name} away first"
+    if found is None:
         raise DatasetError(
-            f"{rec}: already exists, and not from rec pack (no {manifest_path.name} beside it); "
-            f"{advice}"
-        ) from None
-    except (OSError, ValueError, KeyError, TypeError):
+            f"{rec}: already exists, and not from rec pack (no {manifest_name} beside it); {advice}"
+        )
+    try:
+        saved = made_with(found)
+        size = int(found["rec"]["bytes"])
+    except (KeyError, TypeError, ValueError):
         raise DatasetError(
-            f"{rec}: already exists and its manifest {manifest_path.name} is unreadable; {advice}"
+            f"{rec}: already exists and its manifest {manifest_name} is unreadable; {advice}"
         ) from None
     if saved != state:
         why = differences(saved, state, lst)
         raise DatasetError(f"{rec}: already packed {why}; {advice}")
-    if size != rec.stat().st_size:
+    if size != size_now:
         raise DatasetError(
-            f"{rec}: changed since it was packed ({rec.stat().st_size:,} bytes, "
-            f"{manifest_path.name} says {size:,}); {advice}"
+            f"{rec}: changed since it was packed ({size_now:,} bytes, "
+            f"{manifest_name} says {size:,}); {advice}"
         )
 
 

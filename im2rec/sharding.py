@@ -18,11 +18,13 @@ match the manifest's SHA-256 is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -33,14 +35,23 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .atomic import AtomicGroup, exclusive
+from .atomic import exclusive
 from .errors import ConfigError, DatasetError
 from .executors import WORKER_DIED, LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, item_line, read_lst
-from .packing import DiskFullError, PackInterrupted, PackOptions, pack_list, resolve_root
+from .packing import (
+    DiskFullError,
+    PackInterrupted,
+    PackOptions,
+    PackResult,
+    pack_list,
+    resolve_root,
+)
 from .recordio import RecordIndex, load_index
 from .recordio.files import read_json
 from .resuming import check_replaceable, made_with, sha256_file
+from .storage import is_url, write_bytes
+from .storage.objects import list_names, size_of, url_join
 
 __all__ = [
     "RunHooks",
@@ -80,6 +91,12 @@ class ShardSpec:
     def path(self, suffix: str) -> Path:
         return Path(self.out_dir) / f"{self.stem}{suffix}"
 
+    def location(self, suffix: str) -> str:
+        """Where output ``suffix`` goes: a path, or a URL in a store."""
+        if is_url(self.out_dir):
+            return url_join(self.out_dir, f"{self.stem}{suffix}")
+        return str(self.path(suffix))
+
     def list_text(self) -> str:
         return "".join(map(item_line, self.items))
 
@@ -107,15 +124,29 @@ class ShardResult:
         d["failures"] = dict(self.failures)
         return d
 
+    @classmethod
+    def verified(cls, spec: ShardSpec, manifest: dict[str, Any]) -> ShardResult:
+        """The result of a finished shard that ``--resume`` skips, from its manifest."""
+        return cls(
+            spec.index, len(spec.items), manifest["records"], Counter(manifest["failures"]),
+            manifest["rec"]["bytes"], 0.0, skipped=True,
+        )  # fmt: skip
+
 
 def shard_stem(name: str, index: int, count: int) -> str:
     return f"{name}-{index:05d}-of-{count:05d}"
 
 
 def shard_specs(
-    lst: Path, items: Sequence[ListItem], count: int, options: PackOptions, root: Path
+    lst: Path,
+    items: Sequence[ListItem],
+    count: int,
+    options: PackOptions,
+    root: str,
+    out_dir: str | None = None,
 ) -> list[ShardSpec]:
-    """Contiguous, balanced slices of the list, in list order."""
+    """Contiguous, balanced slices of the list, in list order; the outputs go
+    to ``out_dir`` (a folder or a URL prefix; default: beside the list)."""
     if not 1 <= count <= len(items):
         raise ConfigError(
             f"--shards must be between 1 and the {len(items):,} entries of {lst.name}"
@@ -128,8 +159,8 @@ def shard_specs(
             count,
             tuple(items[bounds[i] : bounds[i + 1]]),
             options,
-            str(root.resolve()),
-            str(lst.parent.resolve()),
+            root,
+            out_dir or str(lst.parent.resolve()),
         )  # fmt: skip
         for i in range(count)
     ]
@@ -154,8 +185,12 @@ def pack_shard(
         done = verified(spec)
         if done is not None:
             return done
-    staging = Path(spec.out_dir) / f".{spec.stem}.{uuid.uuid4().hex[:12]}.staging"
-    staging.mkdir()
+    remote = is_url(spec.out_dir)
+    if remote:  # a private folder on this machine; the store gets the finished files
+        staging = Path(tempfile.mkdtemp(prefix=f"im2rec-{spec.stem}-"))
+    else:
+        staging = Path(spec.out_dir) / f".{spec.stem}.{uuid.uuid4().hex[:12]}.staging"
+        staging.mkdir()
     try:
         lst = staging / f"{spec.stem}.lst"
         lst.write_text(spec.list_text(), encoding="utf-8")
@@ -169,6 +204,11 @@ def pack_shard(
                 f"{spec.stem}: {_STOPPED[type(exc)]}; the finished shards are kept and this "
                 "one starts over: run the same command with --resume to pack the rest"
             ) from exc
+        if remote:
+            from .storage.shards import publish_shard
+
+            publish_shard(spec, result)
+            return _shard_result(spec, result)
         report = spec.path(".failures.tsv")
         if result.failure_report is not None:
             os.replace(result.failure_report, report)
@@ -179,6 +219,10 @@ def pack_shard(
         os.replace(result.manifest, spec.path(".pack.json"))  # last: the shard is complete
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return _shard_result(spec, result)
+
+
+def _shard_result(spec: ShardSpec, result: PackResult) -> ShardResult:
     return ShardResult(
         spec.index, result.entries, result.records, result.failures, result.bytes,
         result.seconds,
@@ -188,6 +232,10 @@ def pack_shard(
 def verified(spec: ShardSpec) -> ShardResult | None:
     """The shard's result if its outputs are finished, made from this very
     slice, root and options, and unchanged since (SHA-256); else None."""
+    if is_url(spec.out_dir):
+        from .storage.shards import published_shard
+
+        return published_shard(spec)
     try:
         manifest = read_json(spec.path(".pack.json"))
         ok = made_with(manifest) == spec.state() and all(
@@ -196,15 +244,10 @@ def verified(spec: ShardSpec) -> ShardResult | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not ok:
-        return None
-    return ShardResult(
-        spec.index, len(spec.items), manifest["records"], Counter(manifest["failures"]),
-        manifest["rec"]["bytes"], 0.0, skipped=True,
-    )  # fmt: skip
+    return ShardResult.verified(spec, manifest) if ok else None
 
 
-def write_global_index(specs: Sequence[ShardSpec], path: Path) -> int:
+def write_global_index(specs: Sequence[ShardSpec], path: str) -> int:
     """One ``.idx`` over all shards, offsets counted across the shards
     concatenated in name order (what DALI's ``readers.mxnet`` wants with
     several ``.rec`` paths). Returns the number of entries."""
@@ -212,17 +255,17 @@ def write_global_index(specs: Sequence[ShardSpec], path: Path) -> int:
     offsets: list[np.ndarray] = []
     base = 0
     for spec in specs:
-        index = load_index(spec.path(".idx"))
+        index = load_index(spec.location(".idx"))
         keys.extend(index.key_list())
         offsets.append(index.offsets + base)
-        base += spec.path(".rec").stat().st_size
+        base += size_of(spec.location(".rec")) or 0
     merged = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
     RecordIndex(keys, merged, str(path)).save(path)
     return len(keys)
 
 
 def write_shard_manifest(
-    lst: Path, specs: Sequence[ShardSpec], results: Sequence[ShardResult], path: Path
+    lst: str, specs: Sequence[ShardSpec], results: Sequence[ShardResult], path: str
 ) -> None:
     """``NAME.shards.json``: the shards in order with their counts and sizes."""
     by_index = {r.index: r for r in results}
@@ -237,19 +280,20 @@ def write_shard_manifest(
         }
         for spec in specs
     ]
-    data = {"list": lst.name, "shards": shards, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    with AtomicGroup() as group:
-        group.write_text(path, json.dumps(data, indent=1) + "\n")
+    data = {"list": lst, "shards": shards, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    write_bytes(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
 
 
-def stale_shards(lst: Path, count: int) -> list[Path]:
-    """Shard outputs of ``lst`` from a run with another shard count."""
-    pattern = re.compile(rf"{re.escape(lst.stem)}-\d{{5}}-of-(\d{{5}})\.(rec|idx)$")
-    return sorted(
-        p
-        for p in lst.parent.iterdir()
-        if (m := pattern.match(p.name)) is not None and int(m.group(1)) != count
-    )
+def stale_shards(folder: str, stem: str, count: int) -> list[str]:
+    """Shard outputs of list ``stem`` in ``folder`` (or a URL prefix) from a
+    run with another shard count."""
+    pattern = re.compile(rf"{re.escape(stem)}-\d{{5}}-of-(\d{{5}})\.(rec|idx)$")
+    join = url_join if is_url(folder) else os.path.join
+    return [
+        join(folder, name)
+        for name in list_names(folder)
+        if (m := pattern.match(name)) is not None and int(m.group(1)) != count
+    ]
 
 
 def remove_staging(lst: Path, count: int) -> None:
@@ -275,7 +319,7 @@ class RunHooks:
 class ShardRunner(Protocol):
     """Runs :func:`pack_shard` over shard specs: here, or on a cluster."""
 
-    def check(self, root: Path, sample: str, out_dir: Path) -> None:
+    def check(self, root: str, sample: str, out_dir: str) -> None:
         """Fail early if the workers cannot see the root or write the output."""
 
     def run(self, specs: Sequence[ShardSpec], hooks: RunHooks) -> None:
@@ -284,16 +328,25 @@ class ShardRunner(Protocol):
 
 @dataclass
 class ShardedResult:
-    """What :func:`pack_sharded` did for one list."""
+    """What :func:`pack_sharded` did for one list (paths, or URLs in a store)."""
 
-    lst: Path
+    lst: str
     count: int
     entries: int
     shards: list[ShardResult]
     seconds: float
-    manifest: Path
-    global_index: Path | None = None
-    stale: list[Path] = field(default_factory=list)
+    manifest: str
+    global_index: str | None = None
+    stale: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The list's file name."""
+        return self.lst.replace("\\", "/").rsplit("/", 1)[-1]
+
+    @property
+    def stem(self) -> str:
+        return self.name.rsplit(".", 1)[0]
 
     @property
     def records(self) -> int:
@@ -309,13 +362,22 @@ class ShardedResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "lst": str(self.lst), "shards": [r.to_dict() for r in self.shards],
+            "lst": self.lst, "shards": [r.to_dict() for r in self.shards],
             "count": self.count, "entries": self.entries, "records": self.records,
             "failures": dict(self.failures), "bytes": self.bytes, "seconds": self.seconds,
-            "manifest": str(self.manifest),
-            "global_index": str(self.global_index) if self.global_index else None,
-            "stale": [str(p) for p in self.stale],
+            "manifest": self.manifest, "global_index": self.global_index, "stale": self.stale,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Run:
+    shards: int
+    runner: ShardRunner
+    root: str | os.PathLike[str] | None
+    resume: bool
+    global_index: bool
+    on_progress: Progress | None
+    overwrite: bool
 
 
 def pack_sharded(
@@ -332,60 +394,67 @@ def pack_sharded(
 ) -> ShardedResult:
     """Pack ``lst`` into ``shards`` shards with ``runner``; then write
     ``NAME.shards.json`` and, with ``global_index``, ``NAME.global.idx``.
-    ``overwrite=False`` refuses to replace finished shards made otherwise
-    (see :func:`~im2rec.resuming.check_replaceable`). Raises
-    :class:`~im2rec.atomic.BusyError` while another process packs the same
-    list."""
+    A list in a store (a URL) gets its shards beside it in the store (see
+    :mod:`.storage.shards`). ``overwrite=False`` refuses to replace finished
+    shards made otherwise (see :func:`~im2rec.resuming.check_replaceable`).
+    Raises :class:`~im2rec.atomic.BusyError` while another process packs the
+    same list."""
+    run = _Run(shards, runner, root, resume, global_index, on_progress, overwrite)
+    if is_url(lst):
+        from .storage.spooled import spooled_list
+
+        url = os.fspath(lst)
+        with spooled_list(url) as (local, root_found):
+            if root is None:
+                run = dataclasses.replace(run, root=root_found())
+            return _pack_sharded(local, options, run, url, url.rsplit("/", 1)[0])
     path = Path(lst)
     with exclusive(path, "packing"):
-        return _pack_sharded(
-            path, options, shards, runner, root, resume, global_index, on_progress, overwrite
-        )
+        return _pack_sharded(path, options, run, str(path), str(path.parent.resolve()))
 
 
 def _pack_sharded(
-    path: Path,
-    options: PackOptions,
-    shards: int,
-    runner: ShardRunner,
-    root: str | os.PathLike[str] | None,
-    resume: bool,
-    global_index: bool,
-    on_progress: Progress | None,
-    overwrite: bool,
+    path: Path, options: PackOptions, run: _Run, shown: str, out_dir: str
 ) -> ShardedResult:
+    """Pack the local list ``path`` (shown as ``shown``) into shards in ``out_dir``."""
     items = read_lst(path)
     if not items:
-        raise DatasetError(f"{path}: the list has no entries")
-    root_dir = resolve_root(path, root)
-    specs = shard_specs(path, items, shards, options, root_dir)
-    for spec in specs if not overwrite else ():
+        raise DatasetError(f"{shown}: the list has no entries")
+    root_s = resolve_root(path, run.root)
+    specs = shard_specs(path, items, run.shards, options, root_s, out_dir)
+    if not run.overwrite and is_url(out_dir):
+        from .storage.shards import check_shards_replaceable
+
+        check_shards_replaceable(specs, path.name)
+    for spec in specs if not run.overwrite and not is_url(out_dir) else ():
         rec = spec.path(".rec")
         check_replaceable(rec, spec.path(".pack.json"), spec.state(), path.name, "the shards")
-    runner.check(root_dir.resolve(), items[0].path, path.parent.resolve())
+    run.runner.check(root_s, items[0].path, out_dir)
     results: list[ShardResult] = []
     progress = {spec.index: (0, 0) for spec in specs}
 
     def shard_progress(index: int, done: int, nbytes: int) -> None:
         progress[index] = (done, nbytes)
-        if on_progress is not None:
+        if run.on_progress is not None:
             values = progress.values()
-            on_progress(sum(d for d, _ in values), len(items), sum(b for _, b in values))
+            run.on_progress(sum(d for d, _ in values), len(items), sum(b for _, b in values))
 
     def shard_done(result: ShardResult) -> None:
         results.append(result)
         shard_progress(result.index, result.entries, result.bytes)
 
     t0 = time.perf_counter()
-    runner.run(specs, RunHooks(resume, shard_done, shard_progress))
+    run.runner.run(specs, RunHooks(run.resume, shard_done, shard_progress))
     seconds = time.perf_counter() - t0
-    remove_staging(path, shards)
+    if not is_url(out_dir):
+        remove_staging(path, run.shards)
     results.sort(key=lambda r: r.index)
-    manifest = path.with_suffix(".shards.json")
-    write_shard_manifest(path, specs, results, manifest)
-    result = ShardedResult(path, shards, len(items), results, seconds, manifest)
-    if global_index:
-        result.global_index = path.with_suffix(".global.idx")
+    join = url_join if is_url(out_dir) else os.path.join
+    manifest = join(out_dir, f"{path.stem}.shards.json")
+    write_shard_manifest(path.name, specs, results, manifest)
+    result = ShardedResult(shown, run.shards, len(items), results, seconds, manifest)
+    if run.global_index:
+        result.global_index = join(out_dir, f"{path.stem}.global.idx")
         write_global_index(specs, result.global_index)
-    result.stale = stale_shards(path, shards)
+    result.stale = stale_shards(out_dir, path.stem, run.shards)
     return result

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +158,13 @@ def write_lst(path: Path, names: list[str], labels: list[list[float]] | None = N
         lines.append("\t".join([str(i), *(f"{v:f}" for v in label), name]) + "\n")
     path.write_text("".join(lines))
     return path
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[Any]:
+    """A real S3-compatible server (moto's) on localhost, found through the
+    ``AWS_*`` variables; yields a boto3 client with the bucket ``data``."""
+    from .s3server import s3_server
+
+    with s3_server() as client:
+        yield client

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
-import os
 import subprocess
 import sys
 import threading
@@ -27,40 +25,9 @@ from im2rec.loader import RecordDataset
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordReader, pack
 from im2rec.storage import remote
 
+from .s3server import BUCKET
+
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
-
-BUCKET = "data"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[Any]:
-    """A moto S3 server on a free localhost port, configured the way a user
-    configures a real one: AWS_* variables."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    try:
-        yield client
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 def make_rec(path: Path, n: int, size: tuple[int, int] = (60, 40)) -> Path:

@@ -10,8 +10,7 @@ import click
 
 from ..inspection import rebuild_index, summarise, verify
 from ..lstfile import class_map_beside, read_class_map
-from ..recordio.index import format_index_line
-from ..storage import is_url, sibling, write_bytes
+from ..storage import is_url, sibling
 from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
 
 __all__ = ["index_command", "info_command", "verify_command"]
@@ -52,14 +51,10 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
     target = output or sibling(rec, ".idx")
     with handle_errors(), spooled_input(rec) as path:
         index, damages = rebuild_index(path, keys="id" if keys == "id" else "seq", recover=recover)
-        if output == "-" or is_url(target):
-            text = "".join(map(format_index_line, index.key_list(), index.offsets.tolist()))
-            if output == "-":
-                click.echo(text, nl=False)
-            else:
-                write_bytes(target, text.encode())  # published whole
+        if output == "-":
+            click.echo(index.text(), nl=False)
         else:
-            index.save(target)  # atomic
+            index.save(target)  # atomic; to a store, published whole
     for d in damages:
         err_console().print(f"skipped bytes {d.offset:,} to {d.end:,}: {d.reason}", markup=False)
     click.echo(

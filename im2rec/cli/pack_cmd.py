@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,7 +13,14 @@ import click
 from ..executors import LocalExecutor, default_workers
 from ..lstfile import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
-from .common import err_console, handle_errors, num_workers_option, out_console, progress_bar
+from .common import (
+    InputPath,
+    err_console,
+    handle_errors,
+    num_workers_option,
+    out_console,
+    progress_bar,
+)
 
 if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
     from ..sharding import ShardedResult, ShardRunner
@@ -23,9 +32,9 @@ __all__ = ["pack_command"]
 @click.argument("targets", nargs=-1, metavar="[LIST_OR_PREFIX]...")
 @click.option(
     "--root",
-    type=click.Path(exists=True, file_okay=False),
-    help="Folder the list's paths are relative to. [default: the root recorded "
-    "by `rec list`, else the folder named like the list]",
+    type=InputPath(exists=True, file_okay=False),
+    help="Folder (or URL prefix) the list's paths are relative to. [default: the root "
+    "recorded by `rec list`, else the folder named like the list]",
 )
 @num_workers_option(
     default_workers,
@@ -156,7 +165,7 @@ def pack_command(
             from ..cluster import require_dask
 
             require_dask()  # before any work: a missing extra is a setup mistake
-        lists = find_lists(list(targets))
+        lists = _find_lists(targets)
         with ExitStack() as stack:
             # Workers re-encoding images need Pillow; pass-through reads in threads.
             preload = [] if pass_through else ["im2rec.packing", "im2rec.imaging"]
@@ -164,7 +173,7 @@ def pack_command(
             runner = _runner(stack, pool, executor, scheduler, num_workers, options, shards)
             bar = stack.enter_context(progress_bar(quiet=quiet or as_json))
             for lst in lists:
-                track = bar.track(lst.name, total=0)
+                track = bar.track(os.path.basename(lst), total=0)
                 if shards is None:
                     result: Any = pack_list(
                         lst, options, root=root, executor=pool, resume=resume,
@@ -194,6 +203,22 @@ def pack_command(
         raise click.ClickException(
             f"{failed:,} image(s) failed (--strict); see the failure report(s)"
         )
+
+
+def _find_lists(targets: tuple[str, ...]) -> list[Path | str]:
+    """The lists to pack: paths, or URLs (lists in a store)."""
+    from ..storage import is_url
+
+    found: list[Path | str] = []
+    local = [t for t in targets if not is_url(t)]
+    if local or not targets:
+        found.extend(find_lists(local))
+    for target in targets:
+        if is_url(target):
+            from ..storage.spooled import find_remote_lists
+
+            found.extend(find_remote_lists(target))
+    return found
 
 
 def _check_shard_options(shards: int | None, executor: str, global_index: bool) -> None:
@@ -233,12 +258,12 @@ def _runner(
 def _warn(result: PackResult | ShardedResult) -> None:
     if not isinstance(result, PackResult):
         if result.stale:
-            names = ", ".join(p.name for p in result.stale[:4])
+            names = ", ".join(p.rsplit("/", 1)[-1] for p in result.stale[:4])
             more = f" and {len(result.stale) - 4} more" if len(result.stale) > 4 else ""
             err_console().print(
                 f"[yellow]shards of an earlier run with another --shards count are still "
                 f"beside the list ({names}{more}); delete them before reading "
-                f"{result.lst.stem}-*.rec[/]",
+                f"{result.stem}-*.rec[/]",
             )
         return
     failed = sum(result.failures.values())
@@ -288,9 +313,9 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
         if failed:
             reasons = ", ".join(f"{n:,} {reason}" for reason, n in r.failures.most_common())
             console.print(
-                f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.failure_report}"
+                f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.where('report')}"
             )
-        console.print(f"  manifest: {r.manifest}", markup=False)
+        console.print(f"  manifest: {r.where('manifest')}", markup=False)
 
 
 SHARD_TABLE_MAX = 16  # more shards: the slowest three, and the rest in NAME.shards.json
@@ -321,9 +346,9 @@ def _shard_summary(r: ShardedResult) -> None:
     rate = sum(s.entries for s in packed) / r.seconds if r.seconds else 0.0
     workers = {s.worker for s in packed}
     where = "this machine" if workers == {"local"} else f"{len(workers)} worker(s)"
-    first = f"{r.lst.stem}-00000-of-{r.count:05d}.rec"
+    first = f"{r.stem}-00000-of-{r.count:05d}.rec"
     console.print(
-        f"{r.lst.name} -> [bold]{r.count} shards[/] ({first} ...): {r.records:,} records, "
+        f"{r.name} -> [bold]{r.count} shards[/] ({first} ...): {r.records:,} records, "
         f"{r.bytes / 1e6:,.1f} MB"
         + (f" in {r.seconds:,.1f} s ({rate:,.0f} images/s on {where})" if packed else "")
     )
@@ -336,14 +361,16 @@ def _shard_summary(r: ShardedResult) -> None:
     if failed:
         reasons = ", ".join(f"{n:,} {reason}" for reason, n in r.failures.most_common())
         console.print(
-            f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.lst.stem}-*.failures.tsv"
+            f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.stem}-*.failures.tsv"
         )
     if len(r.shards) <= SHARD_TABLE_MAX:
         console.print(_shard_table(r))
     else:
         slow = sorted(packed, key=lambda s: -s.seconds)[:3]
         names = ", ".join(f"{s.index:05d} ({s.seconds:,.1f} s, {s.worker})" for s in slow)
-        console.print(f"  slowest shards: {names}; every shard: {r.manifest.name}", markup=False)
+        console.print(
+            f"  slowest shards: {names}; every shard: {r.manifest.rsplit('/', 1)[-1]}", markup=False
+        )
     if r.global_index is not None:
         console.print(f"  global index: {r.global_index}", markup=False)
     console.print(f"  shards manifest: {r.manifest}", markup=False)

@@ -109,13 +109,16 @@ class RecordIndex:
         self._dense, self._dense_base = table.tolist(), base
         return self._dense
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write as a ``.idx`` file, atomically (temp file + rename)."""
-        from ..atomic import AtomicGroup  # stdlib only, like this package
+    def text(self) -> str:
+        """The ``.idx`` file's text."""
+        return "".join(map(format_index_line, self.key_list(), _as_list(self._offsets)))
 
-        text = "".join(map(format_index_line, self.key_list(), _as_list(self._offsets)))
-        with AtomicGroup() as group:
-            group.write_text(path, text)
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write as a ``.idx`` file, atomically (temp file + rename; to a
+        URL, one upload: an object appears whole)."""
+        from ..storage import write_bytes  # stdlib only, like this package
+
+        write_bytes(path, self.text().encode("utf-8"))
 
     def check_within(self, size: int, rec_name: str) -> None:
         """Fail when an offset cannot be a record head of a ``size``-byte file."""

@@ -1,0 +1,295 @@
+"""Packing one list: its state, the partial files, the ordered writing of
+records (images fetched ahead when they are in a store), the manifest."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..atomic import AtomicGroup, exclusive
+from ..errors import (
+    DatasetError,
+    MissingFileError,
+)
+from ..executors import LocalExecutor, WorkerCrashed
+from ..lstfile import ListItem, find_root, printable, read_lst
+from ..recordio import IndexedRecordWriter
+from ..recordio.files import read_json
+from ..resuming import (
+    PartialFiles,
+    check_replaceable,
+    finished,
+    recover,
+    sha256_file,
+    start_fresh,
+)
+from ..storage import is_url
+from .encoding import Encoder, Failure, Packed, PackOptions
+from .outcome import (
+    KEPT,
+    DiskFullError,
+    PackInterrupted,
+    PackResult,
+    all_failed,
+    result_from_manifest,
+)
+
+Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
+
+
+def pack_list(
+    lst: str | os.PathLike[str],
+    options: PackOptions,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    executor: LocalExecutor | None = None,
+    resume: bool = False,
+    on_progress: Progress | None = None,
+    overwrite: bool = True,
+) -> PackResult:
+    """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc).
+    With ``overwrite=False``, a finished ``.rec`` made from another version
+    of the list, another root or other options (or not by im2rec) is a
+    :class:`~im2rec.errors.DatasetError` instead of being replaced.
+    Raises :class:`~im2rec.atomic.BusyError` while another process packs
+    the same list."""
+    if is_url(lst):
+        from ..storage.spooled import pack_remote
+
+        return pack_remote(
+            os.fspath(lst), options, root=root, executor=executor, resume=resume,
+            on_progress=on_progress, overwrite=overwrite,
+        )  # fmt: skip
+    files = PartialFiles(Path(lst))
+    with exclusive(files.lst, "packing"):
+        return pack_files(files, options, root, executor, resume, on_progress, overwrite)
+
+
+def run_state(
+    files: PartialFiles, options: PackOptions, root: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """What a run is made from (see :mod:`.resuming`): the list's SHA-256,
+    the options and the image root (absolute, or a URL)."""
+    return {
+        "list_sha256": sha256_file(files.lst),
+        "options": dataclasses.asdict(options),
+        "root": resolve_root(files.lst, root),
+    }
+
+
+def pack_files(
+    files: PartialFiles,
+    options: PackOptions,
+    root: str | os.PathLike[str] | None,
+    executor: LocalExecutor | None,
+    resume: bool,
+    on_progress: Progress | None,
+    overwrite: bool,
+) -> PackResult:
+    """:func:`pack_list` of a local list, the caller holding its lock."""
+    items = read_lst(files.lst)
+    if not items:
+        raise DatasetError(f"{files.lst}: the list has no entries")
+    state = run_state(files, options, root)
+    root_s = state["root"]
+    if not overwrite and not (resume and _partial_state(files) == state):
+        # (a run that may replace it, --overwrite given, left this partial output)
+        check_replaceable(files.rec, files.manifest, state, files.lst.name)
+    # A partial output is newer than any finished one: it wins.
+    encoder = Encoder(options, root_s)
+
+    def same(item: ListItem, record: bytes) -> bool:
+        return _packs_to(encoder, item, record)
+
+    if resume and not files.state.exists() and finished(files, state, items, same):
+        return result_from_manifest(files, items, read_json(files.manifest))
+    start, keys, failures = recover(files, items, state, same) if resume else (0, [], Counter())
+    discarded = files.rec_tmp.stat().st_size if not resume and files.rec_tmp.exists() else 0
+    if not start:
+        start_fresh(files, state)
+    result = PackResult(
+        files.lst, files.rec, files.idx, files.manifest, None, len(items), len(keys),
+        failures, resumed_from=start, root=state["root"],
+    )  # fmt: skip
+    result.dropped_labels = 0 if options.pack_label else sum(len(i.labels) > 1 for i in items)
+    result.discarded_partial = discarded
+    writer = IndexedRecordWriter(
+        files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
+        append=bool(start), hashing=True, check_keys=False,  # read_lst refused duplicates
+    )  # fmt: skip
+    if not options.pass_through:
+        from .. import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
+    t0 = time.perf_counter()
+    with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
+        _write_records(items, start, encoder, executor or LocalExecutor(1),
+                       writer, report, result, on_progress)  # fmt: skip
+    result.seconds = time.perf_counter() - t0
+    _finish(files, writer, result, state)
+    if not result.records and result.failures:
+        # Nothing usable was made: no empty .rec that looks like a dataset,
+        # only the failure report, and an error saying what likely went wrong.
+        for path in (files.rec, files.idx, files.manifest):
+            path.unlink(missing_ok=True)
+        raise DatasetError(
+            all_failed(
+                result.lst,
+                result.entries,
+                result.failures,
+                result.root,
+                listed_in=result.failure_report,
+            )  # fmt: skip
+        )
+    return result
+
+
+def _partial_state(files: PartialFiles) -> Any:
+    try:
+        return read_json(files.state)
+    except (OSError, ValueError):
+        return None
+
+
+def _packs_to(encoder: Encoder, item: ListItem, record: bytes) -> bool:
+    """Whether ``record`` is byte for byte what ``item`` packs to now."""
+    made = encoder(item)
+    return not isinstance(made, Failure) and made.header + made.image == record
+
+
+def resolve_root(lst: Path, root: str | os.PathLike[str] | None) -> str:
+    """The image root, absolute (or a URL): ``root`` if given, else the one
+    :func:`find_root` finds."""
+    if root is not None and is_url(root):
+        return _remote_root(os.fspath(root))
+    root_dir = Path(root) if root is not None else find_root(lst)
+    if not root_dir.is_dir():
+        raise MissingFileError(
+            f"{root_dir}: image root not found (from --root); pass the folder that "
+            "the list's paths are relative to"
+        )
+    return str(root_dir.resolve())
+
+
+def _remote_root(url: str) -> str:
+    from ..storage.objects import list_names
+
+    url = url.rstrip("/")
+    if not list_names(url):
+        raise MissingFileError(
+            f"{url}: no objects under this image root (from --root); pass the prefix that "
+            "the list's paths are relative to"
+        )
+    return url
+
+
+#: Images read from a store at once: requests wait on the network, not a CPU.
+FETCHERS = 32
+
+
+def _write_records(
+    items: Sequence[ListItem],
+    start: int,
+    encoder: Encoder,
+    executor: LocalExecutor,
+    writer: IndexedRecordWriter,
+    report: Any,
+    result: PackResult,
+    on_progress: Progress | None,
+) -> None:
+    # Pass-through only reads files: threads, which wait on I/O without the GIL.
+    io_bound = encoder.options.pass_through
+    with LocalExecutor(FETCHERS // 2 if is_url(encoder.root) else 0) as fetcher:
+        if fetcher.workers:  # from a store: many requests in flight, encoding in the pool
+            read = fetcher.map_ordered(encoder.read, items[start:], io_bound=True)
+            pairs = zip(items[start:], read, strict=True)
+            outcomes = executor.map_ordered(encoder.encode_read, pairs, io_bound=io_bound)
+        else:
+            outcomes = executor.map_ordered(encoder, items[start:], io_bound=io_bound)
+        _write_outcomes(items, start, outcomes, writer, report, result, on_progress)
+
+
+def _write_outcomes(
+    items: Sequence[ListItem],
+    start: int,
+    outcomes: Iterator[Packed | Failure],
+    writer: IndexedRecordWriter,
+    report: Any,
+    result: PackResult,
+    on_progress: Progress | None,
+) -> None:
+    handled = start  # entries whose record or failure line is written
+    try:
+        for position, outcome in enumerate(outcomes, start):
+            item = items[position]
+            if isinstance(outcome, Failure):
+                result.failures[outcome.reason] += 1
+                # line-buffered, so no failure is lost when later records reach the disk
+                report.write(f"{item.line}\t{item.key}\t{printable(item.path)}\t{outcome.reason}"
+                             f"\t{printable(outcome.detail)}\n")  # fmt: skip
+            else:
+                writer.write_key(item.key, outcome.header, outcome.image, split=outcome.split)
+                result.records += 1
+            handled = position + 1
+            if on_progress is not None:
+                on_progress(position + 1, len(items), writer.tell())
+        writer.close()
+    except KeyboardInterrupt:
+        writer.suspend()
+        raise PackInterrupted(
+            f"interrupted after {handled:,} of {len(items):,} entries of {result.lst}; {KEPT}"
+        ) from None
+    except WorkerCrashed as exc:
+        writer.suspend()
+        raise WorkerCrashed(
+            f"{result.lst}: a worker process died after {handled:,} of {len(items):,} entries "
+            f"(killed, out of memory, or a crash while decoding an image); {KEPT}"
+        ) from exc
+    except OSError as exc:
+        writer.suspend()
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(
+                f"disk full while writing {writer.temp_path.name} (about {writer.tell():,} bytes "
+                "written); free some space, then run the same command with --resume to continue"
+            ) from exc
+        raise
+    except BaseException:
+        writer.suspend()
+        raise
+
+
+def _finish(
+    files: PartialFiles, writer: IndexedRecordWriter, result: PackResult, state: dict[str, Any]
+) -> None:
+    result.bytes = files.rec.stat().st_size
+    if result.failures:
+        os.replace(files.report_tmp, files.report)
+        result.failure_report = files.report
+    else:
+        files.report_tmp.unlink(missing_ok=True)
+        files.report.unlink(missing_ok=True)
+    manifest = {
+        "im2rec": __version__,
+        "list": {"path": files.lst.name, "sha256": state["list_sha256"], "entries": result.entries},
+        "root": state["root"],
+        "options": state["options"],
+        "records": result.records,
+        "failures": dict(result.failures),
+        "rec": {"path": files.rec.name, "bytes": result.bytes, "sha256": writer.sha256()},
+        "idx": {
+            "path": files.idx.name,
+            "bytes": files.idx.stat().st_size,
+            "sha256": writer.index_sha256(),
+        },
+        "seconds": round(result.seconds, 3),
+        "resumed_from": result.resumed_from,
+    }
+    with AtomicGroup() as group:
+        group.write_text(files.manifest, json.dumps(manifest, indent=1) + "\n")
+    files.state.unlink(missing_ok=True)

@@ -1,0 +1,148 @@
+"""Packing a list that lives in a store: ``rec pack s3://bucket/lists/train.lst``.
+
+The list is fetched into the local spool (see :mod:`.objects`) and packed
+there exactly as a local list is (so ``--resume`` continues an interrupted
+run from the spool, byte-identical), then the outputs are published beside
+the list in the store: ``.rec``, ``.idx``, the failure report, and the
+manifest last. The images may be local or in the store (a URL root).
+
+Before any work, the store's own outputs are checked as local ones are: a
+finished ``.rec`` made otherwise is not replaced without ``overwrite``, and
+``resume`` finds one made from this very list, root and options done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..atomic import AtomicGroup, exclusive
+from ..errors import MissingFileError
+from ..executors import LocalExecutor
+from ..lstfile import read_lst
+from ..packing import PackOptions, PackResult, Progress, pack_files, result_from_manifest, run_state
+from ..resuming import PartialFiles, made_with, replaceable
+from . import read_bytes, sibling
+from .objects import list_names, publish, read_manifest, remove, size_of, spool_for, url_join
+
+__all__ = ["find_remote_lists", "find_remote_root", "pack_remote", "spooled_list"]
+
+_OUTPUTS = {"rec": ".rec", "idx": ".idx", "report": ".failures.tsv", "manifest": ".pack.json"}
+
+
+@contextlib.contextmanager
+def spooled_list(url: str) -> Iterator[tuple[Path, Callable[[], str]]]:
+    """The list at ``url`` fetched into its spool folder, which is held
+    locked for the block: ``(local copy, a function finding its image root)``.
+    The spool folder goes when the block succeeds (a failure keeps what an
+    interrupted pack left there for ``--resume``)."""
+    spool = spool_for(url)
+    with exclusive(spool, "packing into"):
+        local = spool / url.rsplit("/", 1)[-1]
+        text = read_bytes(url)
+        if not local.exists() or local.read_bytes() != text:
+            with AtomicGroup() as group, open(group.temp_path(local), "wb") as f:
+                f.write(text)
+        yield local, lambda: find_remote_root(url)
+    shutil.rmtree(spool, ignore_errors=True)
+
+
+def pack_remote(
+    lst: str,
+    options: PackOptions,
+    *,
+    root: str | os.PathLike[str] | None,
+    executor: LocalExecutor | None,
+    resume: bool,
+    on_progress: Progress | None,
+    overwrite: bool,
+) -> PackResult:
+    """Pack the list at the URL ``lst`` (see the module doc)."""
+    with spooled_list(lst) as (local, root_found):
+        files = PartialFiles(local)
+        urls = {kind: sibling(lst, suffix) for kind, suffix in _OUTPUTS.items()}
+        urls["lst"] = lst
+        state = run_state(files, options, root if root is not None else root_found())
+        manifest = read_manifest(urls["manifest"])
+        rec_size = size_of(urls["rec"])
+        if resume and not files.state.exists() and _done(manifest, state, rec_size, urls["idx"]):
+            result = result_from_manifest(files, read_lst(local), manifest)
+            result.urls = urls
+            return result
+        resuming = resume and files.state.exists()
+        if not overwrite and not resuming and rec_size is not None:
+            replaceable(urls["rec"], rec_size, manifest, state, local.name)
+        result = pack_files(
+            files, options, state["root"], executor, resume, on_progress, overwrite=True
+        )
+        report = result.failure_report
+        pairs = [(result.rec, urls["rec"]), (result.idx, urls["idx"])]
+        if report is not None:
+            pairs.append((report, urls["report"]))
+        else:
+            remove(urls["report"])  # an earlier run's, which no longer holds
+            del urls["report"]
+        publish([*pairs, (result.manifest, urls["manifest"])])
+        result.urls = urls
+        return result
+
+
+def _done(manifest: Any, state: dict[str, Any], rec_size: int | None, idx: str) -> bool:
+    """The store holds the finished output of this very list, root and
+    options, at the sizes its manifest records (objects are written whole)."""
+    try:
+        return bool(
+            made_with(manifest) == state
+            and manifest["rec"]["bytes"] == rec_size
+            and manifest["idx"]["bytes"] == size_of(idx)
+        )
+    except (KeyError, TypeError):
+        return False
+
+
+def find_remote_root(lst: str) -> str:
+    """The image root of a list in a store, by :func:`~im2rec.lstfile.find_root`'s
+    rule: the root ``rec list`` recorded in a ``*.lists.json`` beside it,
+    else the prefix named like the list."""
+    folder, _, name = lst.rpartition("/")
+    names = list_names(folder)
+    for record in (n for n in names if n.endswith(".lists.json")):
+        try:
+            data = json.loads(read_bytes(url_join(folder, record), limit=1 << 24))
+            listed = {os.path.basename(item["path"]) for item in data["lists"]}
+            recorded = data["root"]
+        except (MissingFileError, ValueError, KeyError, TypeError):
+            continue
+        if name in listed and isinstance(recorded, str):
+            return recorded
+    stem = name.rsplit(".", 1)[0]
+    if stem in names:
+        return url_join(folder, stem)
+    raise MissingFileError(
+        f"{lst}: cannot find its image root (no *.lists.json beside it names it, and there is "
+        f"no prefix {url_join(folder, stem)}/); pass --root"
+    )
+
+
+def find_remote_lists(target: str) -> list[str]:
+    """:func:`~im2rec.lstfile.find_lists` for a URL: the list itself, or
+    every ``PREFIX*.lst`` for a prefix (im2rec.py's rule), sorted."""
+    if target.endswith(".lst"):
+        return [target]
+    folder, _, stem = target.rstrip("/").rpartition("/")
+    if target.endswith("/"):  # a "folder": every list in it
+        folder, stem = target.rstrip("/"), ""
+    found = [
+        url_join(folder, n) for n in list_names(folder) if n.startswith(stem) and n.endswith(".lst")
+    ]
+    if not found:
+        raise MissingFileError(
+            f"no .lst objects matching {url_join(folder, stem)}*.lst; make one with "
+            "`rec list ROOT -o PREFIX`"
+        )
+    return found
