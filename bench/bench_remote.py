@@ -7,7 +7,10 @@ process on localhost), side by side with what users do without im2rec:
    ranged requests) into a local file. Target: >= 0.5x its speed.
 2. 1,000 random ``read_idx`` of ``MXIndexedRecordIO`` on the URL: the bytes
    transferred (counted by the reader) over the bytes of those records.
-   Target: < 1.5x.
+   Target: < 1.5x. Measured twice: on the S3 file, and on a
+   ``--random-mb`` file (default 1,000 MB, the issue's 1 GB) served by a
+   local HTTP server that honours ranges (the same reader code; moto cannot
+   serve a file that large fast enough, see below).
 
     make bench      # or: .venv/bin/python bench/bench_remote.py [--size-mb 1024]
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.server
 import json
 import os
 import random
@@ -31,8 +35,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 SCAN_TARGET = 0.5
 RANDOM_BUDGET = 1.5
@@ -76,6 +82,76 @@ def make_rec(path: Path, size_mb: int) -> int:
     return n
 
 
+class _Ranges(http.server.BaseHTTPRequestHandler):
+    """Serves the files of one folder, honouring ``Range`` (what S3, GCS and
+    any CDN do), reading only the bytes asked for."""
+
+    folder = Path(".")
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _open(self) -> tuple[Any, int] | None:
+        path = self.folder / self.path.lstrip("/")
+        if not path.is_file():
+            self.send_error(404)
+            return None
+        return open(path, "rb"), path.stat().st_size
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        found = self._open()
+        if found is not None:
+            found[0].close()
+            self.send_response(200)
+            self.send_header("Content-Length", str(found[1]))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802
+        found = self._open()
+        if found is None:
+            return
+        f, size = found
+        with f:
+            start, end = 0, size - 1
+            ranged = self.headers.get("Range", "")
+            if ranged.startswith("bytes="):
+                a, _, b = ranged[6:].partition("-")
+                start, end = int(a), min(int(b) if b else size - 1, size - 1)
+            self.send_response(206 if ranged else 200)
+            self.send_header("Content-Length", str(end - start + 1))
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.end_headers()
+            f.seek(start)
+            self.wfile.write(f.read(end - start + 1))
+
+
+def random_reads_over_http(rec: Path, size_mb: int) -> dict[str, Any]:
+    """1,000 random ``read_idx`` of a ``size_mb`` file over HTTP ranges."""
+    from im2rec import recordio
+
+    n = make_rec(rec, size_mb)
+    _Ranges.folder = rec.parent
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ranges)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{rec.name}"
+        reader = recordio.MXIndexedRecordIO(url[:-4] + ".idx", url, "r")
+        keys = random.Random(2).sample(reader.keys, min(1000, n))
+        wanted = sum(len(reader.read_idx(k)) for k in keys)
+        view = reader._live_reader().mapping()[0]  # type: ignore[attr-defined]
+        fetched, requests = view.bytes_fetched, view.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+    return {
+        "bytes": rec.stat().st_size, "random_bytes_wanted": wanted,
+        "random_bytes_fetched": fetched, "random_requests": requests,
+        "random_ratio": fetched / wanted,
+    }  # fmt: skip
+
+
 def best(runs: int, fn: object) -> float:
     times = []
     for _ in range(runs):
@@ -91,6 +167,7 @@ def main() -> None:
     )
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--random-mb", type=int, default=1000)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     server, endpoint = start_server()
@@ -136,6 +213,9 @@ def main() -> None:
             keys = random.Random(1).sample(reader.keys, min(1000, n))
             wanted = sum(len(reader.read_idx(k)) for k in keys)
             fetched = reader._live_reader().mapping()[0].bytes_fetched  # type: ignore[attr-defined]
+            rec.with_suffix(".idx").unlink()
+            target.unlink()
+            big = random_reads_over_http(Path(tmp) / "big.rec", args.random_mb)
     finally:
         server.kill()
         server.wait()
@@ -147,10 +227,11 @@ def main() -> None:
         "verify_ratio": t_download / t_verify, "dataset_ratio": t_download / t_dataset,
         "random_records": len(keys), "random_bytes_wanted": wanted,
         "random_bytes_fetched": fetched, "random_ratio": fetched / wanted,
+        **{f"big_{k}": v for k, v in big.items()},
     }  # fmt: skip
     met = (
         min(results["verify_ratio"], results["dataset_ratio"]) >= SCAN_TARGET
-        and results["random_ratio"] < RANDOM_BUDGET
+        and max(results["random_ratio"], results["big_random_ratio"]) < RANDOM_BUDGET
     )
     results["targets_met"] = met
     if args.json:
@@ -164,6 +245,11 @@ def main() -> None:
               f"{results['dataset_ratio']:.2f}x (target {SCAN_TARGET}x)")  # fmt: skip
         print(f"1,000 random read_idx: {wanted / 1e6:,.1f} MB of records, "
               f"{fetched / 1e6:,.1f} MB transferred: {results['random_ratio']:.3f}x "
+              f"(budget < {RANDOM_BUDGET}x)")  # fmt: skip
+        print(f"1,000 random read_idx of a {big['bytes'] / 1e6:,.0f} MB file over HTTP ranges: "
+              f"{big['random_bytes_wanted'] / 1e6:,.1f} MB of records, "
+              f"{big['random_bytes_fetched'] / 1e6:,.1f} MB transferred in "
+              f"{big['random_requests']:,} requests: {big['random_ratio']:.3f}x "
               f"(budget < {RANDOM_BUDGET}x)")  # fmt: skip
     sys.exit(0 if met else 1)
 

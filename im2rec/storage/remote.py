@@ -141,6 +141,7 @@ class RemoteView(FileView):
         self._pid = os.getpid()
         self._cursor = -(1 << 40)  # where the last read ended: a read from there is a scan
         self._streak = 0  # short forward steps in a row
+        self._block_is_chunk = False  # whether _block is a scan's chunk (else a jump's bytes)
         self._chunks: OrderedDict[int, bytes] = OrderedDict()
         self._pending: dict[int, Future[bytes]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -223,28 +224,35 @@ class RemoteView(FileView):
                     end = min(start + self.CHUNK, self.size)
                     self._pending[i] = self._pool.submit(self._get, start, end)
 
-    def _scan(self, start: int, n: int) -> bytes:
-        """``n`` bytes from ``start`` out of the scan's chunks (copied once)."""
+    def _scan(self, start: int, n: int, ahead: bool) -> bytes:
+        """``n`` bytes from ``start`` out of the scan's chunks (copied once),
+        the next chunks fetched ``ahead`` while a scan goes on."""
         first, last = start // self.CHUNK, (start + n - 1) // self.CHUNK
         off = start - first * self.CHUNK
         if first == last:
             chunk = self._chunk(first)
-            self._ahead(first)
+            if ahead:
+                self._ahead(first)
             return chunk[off : off + n]
         parts = [self._chunk(i) for i in range(first, last + 1)]
-        self._ahead(last)
+        if ahead:
+            self._ahead(last)
         return b"".join(parts)[off : off + n]
 
     def _scanning(self, start: int) -> bool:
-        """Whether a read from ``start`` continues a scan: it starts where
-        the last read ended (give or take a frame's padding), or in a chunk
-        a scan holds, or it is the second short step forward in a row (a
-        walk over record headers). Random reads rarely do either."""
+        """Whether a record read from ``start`` continues a scan: the second
+        short step forward in a row (a pass over the records, or a walk over
+        their headers). One record right after another is not yet a scan:
+        among many random reads a few land next to the one before, and each
+        would otherwise fetch chunks nobody reads."""
         step = start - self._cursor
         self._streak = self._streak + 1 if 0 <= step <= self.GAP else 0
+        return self._streak >= 2
+
+    def _held(self, start: int) -> bool:
+        """Whether a chunk a scan fetched holds ``start`` (reading it is free)."""
         index = start // self.CHUNK
-        held = index in self._chunks or index in self._pending
-        return 0 <= step <= 64 or self._streak >= 2 or held
+        return index in self._chunks or index in self._pending
 
     def _get_counted(self, start: int, n: int, ahead: int) -> bytes:
         """One request for ``n`` bytes from ``start`` and ``ahead`` more (a jump)."""
@@ -260,11 +268,12 @@ class RemoteView(FileView):
         if 0 <= off and off + n <= len(block):
             self._cursor = start + n
             return block[off : off + n]
-        if self._scanning(start):
-            data = self._scan(start, n)
-        elif 0 <= off < len(block):
-            # a record that runs past a jump's block: only the rest
+        if 0 <= off < len(block) and not self._block_is_chunk:
+            # the rest of a record begun in a jump's block: the same record,
+            # so no step of a scan
             data = block[off:] + self._get_counted(base + len(block), n - (len(block) - off), 0)
+        elif (scanning := self._scanning(start)) or self._held(start):
+            data = self._scan(start, n, ahead=scanning)
         else:
             data = self._get_counted(start, n, 0)
         self._cursor = start + len(data)
@@ -276,22 +285,23 @@ class RemoteView(FileView):
         if off >= 0 and off + need <= len(block):
             self._cursor = start + need
             return block, off
-        if self._scanning(start):
+        if (scanning := self._scanning(start)) or self._held(start):
             index = start // self.CHUNK
             chunk = self._chunk(index)
-            self._ahead(index)
+            if scanning:
+                self._ahead(index)
             off = start - index * self.CHUNK
             if off + need <= len(chunk) or index * self.CHUNK + len(chunk) >= self.size:
-                self._block = (index * self.CHUNK, chunk)  # no copy: the chunk itself
+                self._block, self._block_is_chunk = (index * self.CHUNK, chunk), True  # no copy
                 self._cursor = start + min(need, len(chunk) - off)
                 return chunk, off
-            data = self._scan(start, need)  # a header across two chunks
+            data = self._scan(start, need, ahead=scanning)  # a header across two chunks
         else:
             data = self._get_counted(start, need, self.BLOCK)
         self._cursor = start + len(data)
         if len(data) < need and start + len(data) < self.size:
             raise self._shrunk(start + len(data))
-        self._block = (start, data)
+        self._block, self._block_is_chunk = (start, data), False
         return data, 0
 
     def _pread(self, start: int, n: int, need: int) -> bytes:
