@@ -87,7 +87,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py
+OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.

@@ -25,25 +25,14 @@ from .errors import (
     RecordFormatError,
     TruncatedRecordError,
 )
-from .inspection import Damage, header_at, walk_records
+from .formats import image_extension
+from .inspection import FRAME_WORDS, Damage, face_layout, header_at, walk_records
 from .lstfile import read_class_map
 from .names import ConfinedWriter
 from .recordio import RecordReader, load_index, read_record, unpack
 from .recordio.index import format_index_line
 
-__all__ = ["UnpackResult", "merge_recs", "read_class_map", "unpack_rec"]
-
-_SIGNATURES = (
-    (b"\xff\xd8\xff", ".jpg"), (b"\x89PNG\r\n\x1a\n", ".png"), (b"GIF8", ".gif"),
-    (b"BM", ".bmp"), (b"RIFF", ".webp"),
-)  # fmt: skip
-
-
-def _extension(payload: bytes) -> str | None:
-    for signature, ext in _SIGNATURES:
-        if payload.startswith(signature):
-            return ext
-    return None
+__all__ = ["UnpackResult", "image_extension", "merge_recs", "read_class_map", "unpack_rec"]
 
 
 def _label_text(value: float) -> str:
@@ -58,6 +47,7 @@ class UnpackResult:
     lst: Path
     images: int = 0
     other: int = 0  # payloads that are not image files (written as .bin, not listed)
+    layout_records: int = 0  # InsightFace's header and identity records (not written)
     skipped: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list, repr=False)  # OUT.lst, in record order
 
@@ -67,6 +57,7 @@ class UnpackResult:
             "lst": str(self.lst),
             "images": self.images,
             "other": self.other,
+            "layout_records": self.layout_records,
         }
 
 
@@ -91,15 +82,21 @@ def unpack_rec(
         raise DatasetError(f"{out_dir}: exists and is not empty; pass --force to write into it")
     reader = RecordReader(rec)
     buf, _ = reader.mapping()
+    first_head, layout_records, records = None, 0, 0
     for head, nxt in _records(reader):  # a walk reads only the 8-byte frame heads
-        _header(buf, head, nxt, reader.name)
+        header = _header(buf, head, nxt, reader.name)
+        records += 1
+        if header.flag == 2 and FRAME_WORDS.unpack(buf[head : head + 8])[1] == 24 + 8:
+            layout_records += 1  # two labels and no image: InsightFace's layout records
+            first_head = header if header.id == 0 else first_head
+    faces = face_layout(first_head, layout_records, records) is not None
     in_place = out_dir.exists()
     work = out_dir if in_place else out_dir.with_name(out_dir.name + ".partial")
     if not in_place:
         shutil.rmtree(work, ignore_errors=True)  # left by an interrupted run
         work.mkdir(parents=True)
     try:
-        result = _unpack_into(reader, buf, work, out_dir, classes)
+        result = _unpack_into(reader, buf, work, out_dir, classes, faces)
     except BaseException:
         if not in_place:  # a new folder appears whole or not at all
             shutil.rmtree(work, ignore_errors=True)
@@ -112,7 +109,12 @@ def unpack_rec(
 
 
 def _unpack_into(
-    reader: RecordReader, buf: Any, work: Path, out_dir: Path, classes: dict[int, str] | None
+    reader: RecordReader,
+    buf: Any,
+    work: Path,
+    out_dir: Path,
+    classes: dict[int, str] | None,
+    faces: bool,
 ) -> UnpackResult:
     result = UnpackResult(out_dir, out_dir.with_name(out_dir.name + ".lst"))
     used: set[int] = set()
@@ -121,19 +123,24 @@ def _unpack_into(
         for head, nxt in _records(reader):
             header, payload = unpack(read_record(buf, head, nxt, reader.name)[0])
             labels = header.label.tolist() if header.flag else [header.label]
+            if faces and header.flag:
+                if not payload:  # the header and identity records: the layout, not images
+                    result.layout_records += 1
+                    continue
+                labels = labels[:1]  # [identity, aligned]: one folder per identity
             key = header.id
             if key in used:
                 while free in used:
                     free += 1
                 key = free
             used.add(key)
-            ext = _extension(payload)
-            if header.flag:
+            ext = image_extension(payload)
+            if len(labels) > 1:
                 folder = "multi-label"
-            elif float(header.label).is_integer():
-                folder = (classes or {}).get(int(header.label), f"{int(header.label)}")
+            elif float(labels[0]).is_integer():
+                folder = (classes or {}).get(int(labels[0]), f"{int(labels[0])}")
             else:
-                folder = _label_text(header.label)
+                folder = _label_text(labels[0])
             name = f"{folder}/{key}{ext or '.bin'}"
             files.write(name, payload)
             if ext is None:

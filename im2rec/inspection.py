@@ -43,7 +43,7 @@ __all__ = [
     "walk_records",
 ]
 
-_WORDS = struct.Struct("<II")
+FRAME_WORDS = struct.Struct("<II")  # a frame head: magic, cflag << 29 | length
 _HEADER = struct.Struct("<IfQQ")
 Progress = Callable[[int, int], None]  # (bytes walked, file size)
 
@@ -65,7 +65,7 @@ def _next_head(buf: FileView | bytes, start: int, size: int) -> int:
         if hit == -1 or hit + 8 > size:  # a magic in the last 8 bytes heads nothing
             break
         if hit % 4 == 0:
-            _, lrec = _WORDS.unpack(buf[hit : hit + 8])
+            _, lrec = FRAME_WORDS.unpack(buf[hit : hit + 8])
             if lrec >> 29 in (0, 1) and hit + 8 + (lrec & LENGTH_MASK) <= size:
                 return hit
         pos = hit + (4 - hit % 4 if hit % 4 else 4)
@@ -98,7 +98,7 @@ def header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:
     """The image-record header of the record at ``head``, reading only the
     header (and its labels) when the record is not split."""
     first = buf[head : head + 8 + _HEADER.size]
-    _, lrec = _WORDS.unpack_from(first)
+    _, lrec = FRAME_WORDS.unpack_from(first)
     length = lrec & LENGTH_MASK
     if lrec >> 29 == 0 and length >= _HEADER.size:
         flag = _HEADER.unpack_from(first, 8)[0]
@@ -345,10 +345,16 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     overflow: Counter[str] = Counter()
     first_id = last_id = None
     split = 0
+    face: dict[str, Any] = {"layout_records": set(), "header": None}
     for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
         heads.append(head)
-        split += _WORDS.unpack(buf[head : head + 8])[1] >> 29 == 1
+        word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
+        split += word >> 29 == 1
         header = header_at(buf, head, nxt, reader.name)
+        if header.flag == 2 and word == 24 + 8:  # two labels and no image: a layout record
+            face["layout_records"].add(head)
+            if header.id == 0:
+                face["header"] = header
         _count(flags, header.flag, overflow, "flags")
         if header.flag == 0:
             _count(labels, header.label, overflow, "labels")
@@ -362,6 +368,8 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     from .imaging import DECODE_ERRORS, open_image
 
     for i in sorted({int(k * step) for k in range(math.ceil(n / step))}):
+        if heads[i] in face["layout_records"]:
+            continue
         try:  # the header only: sizes and formats need no pixels
             payload = unpack(read_record(buf, heads[i], size, reader.name)[0])[1]
             with open_image(payload) as im:
@@ -403,4 +411,18 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
         "width": [min(widths), max(widths)] if widths else None,
         "height": [min(heights), max(heights)] if heights else None,
         "index": {"path": index_path, "exists": index_exists, "agrees": agrees},
+        "layout": face_layout(face["header"], len(face["layout_records"]), n),
     }  # fmt: skip
+
+
+def face_layout(header: Any, layout_records: int, records: int) -> dict[str, Any] | None:
+    """InsightFace's face layout, when record 0 is its header record and the
+    identity records it names are there: images and identities."""
+    from .formats.insightface import face_header
+
+    found = None if header is None else face_header(header, b"", records)
+    if found is None or layout_records != 1 + found[1] - found[0]:
+        return None
+    first, end = found
+    return {"name": "insightface", "images": first - 1, "identities": end - first,
+            "identity_records": [first, end - 1]}  # fmt: skip

@@ -9,7 +9,8 @@ InsightFace's MS1M/Glint360K files put a header record at key 0 whose two
 labels are ``(first identity key, end of identity keys)``: the images are
 keys ``1 .. first-1`` and one record per identity follows them. With
 ``layout="auto"`` (the default) such a file is recognised and only its image
-records are exposed, with their identity labels.
+records are exposed, each labelled with its identity (``label[0]``, as
+InsightFace's ``MXFaceDataset`` reads it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from PIL import ImageOps, UnidentifiedImageError
 
 from .errors import ImageCodecError, ImageTooLargeError
+from .formats.insightface import face_header
 from .imaging import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from .recordio import IndexedRecordReader, unpack
 
@@ -110,11 +112,7 @@ class RecordDataset:
         header, payload = unpack(self.reader.read_key(0))
         # InsightFace's header record: two labels (the identity key range) and
         # no image; an ordinary multi-label image record has image bytes.
-        if header.flag == 2 and len(payload) == 0:
-            first, end = (int(v) for v in header.label)
-            if 1 < first <= end <= len(self.keys):
-                return "insightface"
-        return "plain"
+        return "insightface" if face_header(header, payload, len(self.keys)) else "plain"
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -138,6 +136,8 @@ class RecordDataset:
     def _item(self, key: Any) -> tuple[Any, Any]:
         header, payload = unpack(self.reader.read_key(key))
         label: Any = header.label if header.flag else float(header.label)
+        if self.layout == "insightface" and header.flag:  # [identity, aligned]: as MXFaceDataset
+            label = float(header.label[0])
         if self.output == "bytes":
             image: Any = payload
         else:

@@ -188,7 +188,9 @@ def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
         out.append(f"with the images in {saved.get('root')} (now {state['root']})")
     options = saved.get("options")
     before: dict[str, Any] = options if isinstance(options, dict) else {}
-    for name, now in state["options"].items():
+    now_options = {"layout": "plain", **state["options"]}  # (unnamed when plain)
+    before = {"layout": "plain", **before}
+    for name, now in now_options.items():
         was = before.get(name)
         if was == now:
             continue

@@ -103,7 +103,7 @@ class ShardSpec:
     def state(self) -> dict[str, Any]:
         """What a finished shard's manifest must record (see :mod:`.resuming`)."""
         digest = hashlib.sha256(self.list_text().encode("utf-8")).hexdigest()
-        return {"list_sha256": digest, "options": asdict(self.options), "root": self.root}
+        return {"list_sha256": digest, "options": self.options.as_state(), "root": self.root}
 
 
 @dataclass

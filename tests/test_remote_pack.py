@@ -150,7 +150,7 @@ def test_resume_after_kill_continues_from_the_spool(s3: Any, tmp_path: Path) -> 
     url = upload(s3, root, names, "many")
     spool = tmp_path / "spool"
     rec("list", str(root), "--recursive", "-o", str(tmp_path / "many"), spool=spool)
-    flags = ["--resize", "160", "--num-workers", "2", "-q"]
+    flags = ["--resize", "160", "--num-workers", "1", "-q"]  # slow enough to be caught
     rec("pack", str(tmp_path / "many.lst"), *flags, spool=spool)
     reference = (tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()
     s3.upload_file(str(tmp_path / "many.lst"), BUCKET, "kill/many.lst")
@@ -216,3 +216,21 @@ def test_rec_list_removes_its_stale_lists_from_the_store(
     assert "stale/imgs_train.lst" in keys(s3, "stale/")
     rec("list", url, "--recursive", "-o", out, spool=spool)
     assert [k for k in keys(s3, "stale/") if k.endswith(".lst")] == ["stale/imgs.lst"]
+
+
+def test_export_writes_shards_into_the_store(
+    s3: Any, tree: tuple[Path, str], tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    pack_on_disk(tree[0], tmp_path, spool)
+    pattern = f"s3://{BUCKET}/wds/imgs-%03d.tar"
+    done = rec("export", str(tmp_path / "imgs.rec"), "--to", "webdataset", "-o", pattern,
+               "--maxcount", "10", "--json", spool=spool)  # fmt: skip
+    shards = json.loads(done.stdout)["shards"]
+    assert shards == [pattern % i for i in range(4)]
+    assert keys(s3, "wds/") == [f"wds/imgs-{i:03d}.tar" for i in range(4)]  # no temporary keys
+    for i in range(4):
+        (tmp_path / f"imgs-{i:03d}.tar").write_bytes(get(s3, f"wds/imgs-{i:03d}.tar"))
+    rec("import", "webdataset", str(tmp_path / "imgs-{000..003}.tar"), "-o",
+        str(tmp_path / "back"), spool=spool)  # fmt: skip
+    assert (tmp_path / "back.rec").read_bytes() == (tmp_path / "imgs.rec").read_bytes()

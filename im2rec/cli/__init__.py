@@ -39,10 +39,13 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 #: command name -> "module:attribute"; imported only when that command runs,
 #: so `rec verify` does not pay for Pillow and the process pool.
 COMMANDS = {
+    "export": ".formats_cmd:export_command",
     "imagenet": ".imagenet_cmd:imagenet_command",
+    "import": ".formats_cmd:import_command",
     "index": ".inspect_cmd:index_command",
     "info": ".inspect_cmd:info_command",
     "list": ".list_cmd:list_command",
+    "convert": ".formats_cmd:convert_command",
     "merge": ".convert_cmd:merge_command",
     "pack": ".pack_cmd:pack_command",
     "show": ".convert_cmd:show_command",

@@ -48,6 +48,12 @@ def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_
         click.echo(json.dumps(result.to_dict(), indent=1))
         return
     click.echo(f"{result.images:,} images written under {result.out}; list: {result.lst}")
+    if result.layout_records:
+        click.echo(
+            f"InsightFace layout: one folder per identity; its {result.layout_records:,} header "
+            "and identity records were skipped (rec pack LIST --layout insightface makes them "
+            "again)"
+        )
     if result.other:
         click.echo(
             f"{result.other:,} payload(s) are not image files: written as .bin, not listed",

@@ -172,7 +172,14 @@ def info_rows(
         rows.append(("label_width", f"{width} (every record)"))
     elif widths:
         rows.append(("label_width", ", ".join(f"{w}: {c:,} records" for w, c in widths.items())))
-    rows.append(("labels", _labels_text(info["labels"], names)))
+    layout = info["layout"]
+    if layout is not None:
+        first, last = layout["identity_records"]
+        rows.append(("layout", f"InsightFace: {layout['images']:,} images of "
+                     f"{layout['identities']:,} identities (record 0 the header, {first:,} to "
+                     f"{last:,} one per identity)"))  # fmt: skip
+    else:
+        rows.append(("labels", _labels_text(info["labels"], names)))
     if info["class_map"]:
         rows.append(("class map", info["class_map"]))
     formats = ", ".join(f"{k} {v:,}" for k, v in info["formats"].items())

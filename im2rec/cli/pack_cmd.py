@@ -78,6 +78,14 @@ __all__ = ["pack_command"]
     help="1 colour, 0 gray, -1 as stored (keeps alpha and 16 bits for PNG).",
 )
 @click.option(
+    "--layout",
+    type=click.Choice(["plain", "insightface"]),
+    default="plain",
+    show_default=True,
+    help="insightface: InsightFace's face layout (face2rec2.py's): images grouped by identity "
+    "(the first label), a header record 0 and one record per identity.",
+)
+@click.option(
     "--resume",
     is_flag=True,
     help="Continue an interrupted run from its partial output (or skip a finished one).",
@@ -127,6 +135,7 @@ def pack_command(
     quality: int,
     encoding: str,
     color: str,
+    layout: str,
     resume: bool,
     overwrite: bool,
     shards: int | None,
@@ -153,13 +162,19 @@ def pack_command(
       rec list ./example --recursive && rec pack --pass-through --pack-label
       rec pack data_train.lst data_val.lst --resize 256 --quality 90 --num-workers 8
       rec pack train.lst --resize 256 --shards 64 --executor dask --scheduler tcp://head:8786
+      rec pack faces.lst --layout insightface --resize 112 --center-crop
     """
     _check_shard_options(shards, executor, global_index)
+    if shards is not None and layout != "plain":
+        raise click.UsageError(
+            "--layout insightface makes one file (its ranges span it): drop --shards"
+        )
     results: list[PackResult | ShardedResult] = []
     with handle_errors():
         options = PackOptions(
             pass_through=pass_through, pack_label=pack_label, resize=resize,
             center_crop=center_crop, quality=quality, encoding=encoding, color=int(color),
+            layout=layout,
         )  # fmt: skip
         if executor == "dask":
             from ..cluster import require_dask
@@ -306,8 +321,11 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
                 f"; resumed after {r.resumed_from:,} of {r.entries:,} entries, "
                 f"the other {done:,} {timing}"
             )
+        what = f"{r.records:,} records"
+        if r.identities is not None:  # the header and identity records are not images
+            what = f"{r.records:,} images of {r.identities:,} identities (InsightFace layout)"
         console.print(
-            f"{r.lst.name} -> [bold]{r.rec.name}[/] + {r.idx.name}: {r.records:,} records, "
+            f"{r.lst.name} -> [bold]{r.rec.name}[/] + {r.idx.name}: {what}, "
             f"{r.bytes / 1e6:,.1f} MB{'' if r.resumed_from else ' '}{timing}"
         )
         if failed:

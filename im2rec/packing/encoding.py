@@ -4,6 +4,7 @@ header. A bad image is a :class:`Failure` (data, not an exception)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
@@ -37,8 +38,20 @@ class PackOptions:
     quality: int = 95
     encoding: str = ".jpg"
     color: int = 1
+    #: "plain" (im2rec.py's records) or "insightface" (face2rec2.py's layout)
+    layout: str = "plain"
+
+    def as_state(self) -> dict[str, Any]:
+        """The options as a manifest records them (the plain layout unnamed,
+        so outputs packed before layouts existed still match)."""
+        state = dataclasses.asdict(self)
+        if state["layout"] == "plain":
+            del state["layout"]
+        return state
 
     def __post_init__(self) -> None:
+        if self.layout not in ("plain", "insightface"):
+            raise ConfigError(f"--layout must be plain or insightface, got {self.layout!r}")
         if self.encoding not in (".jpg", ".png"):
             raise ConfigError(f"--encoding must be .jpg or .png, got {self.encoding!r}")
         if self.color not in (-1, 0, 1):

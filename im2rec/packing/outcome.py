@@ -53,6 +53,7 @@ class PackResult:
     dropped_labels: int = 0  # lines whose extra labels were not packed (no --pack-label)
     discarded_partial: int = 0  # bytes of an interrupted run's output thrown away (no --resume)
     root: str = ""
+    identities: int | None = None  # --layout insightface: the identities packed
     #: where the outputs were published ("rec", "idx", "manifest", "report", "lst"), when
     #: the list is in a store (the paths above are then in the local spool)
     urls: dict[str, str] = field(default_factory=dict)

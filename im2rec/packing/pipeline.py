@@ -3,7 +3,6 @@ records (images fetched ahead when they are in a store), the manifest."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -80,7 +79,7 @@ def run_state(
     the options and the image root (absolute, or a URL)."""
     return {
         "list_sha256": sha256_file(files.lst),
-        "options": dataclasses.asdict(options),
+        "options": options.as_state(),
         "root": resolve_root(files.lst, root),
     }
 
@@ -95,6 +94,10 @@ def pack_files(
     overwrite: bool,
 ) -> PackResult:
     """:func:`pack_list` of a local list, the caller holding its lock."""
+    if options.layout == "insightface":
+        from ..formats.faces_pack import pack_faces
+
+        return pack_faces(files, options, root, executor, resume, on_progress, overwrite)
     items = read_lst(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")
@@ -274,22 +277,32 @@ def _finish(
     else:
         files.report_tmp.unlink(missing_ok=True)
         files.report.unlink(missing_ok=True)
+    write_manifest(files, result, state, writer.sha256(), writer.index_sha256())
+    files.state.unlink(missing_ok=True)
+
+
+def write_manifest(
+    files: PartialFiles,
+    result: PackResult,
+    state: dict[str, Any],
+    rec_sha256: str,
+    idx_sha256: str,
+    **extra: Any,
+) -> None:
+    """``NAME.pack.json``: what the finished output was made from, its counts,
+    sizes and SHA-256s (written last: the output is complete)."""
     manifest = {
         "im2rec": __version__,
         "list": {"path": files.lst.name, "sha256": state["list_sha256"], "entries": result.entries},
         "root": state["root"],
         "options": state["options"],
         "records": result.records,
+        **extra,
         "failures": dict(result.failures),
-        "rec": {"path": files.rec.name, "bytes": result.bytes, "sha256": writer.sha256()},
-        "idx": {
-            "path": files.idx.name,
-            "bytes": files.idx.stat().st_size,
-            "sha256": writer.index_sha256(),
-        },
+        "rec": {"path": files.rec.name, "bytes": result.bytes, "sha256": rec_sha256},
+        "idx": {"path": files.idx.name, "bytes": files.idx.stat().st_size, "sha256": idx_sha256},
         "seconds": round(result.seconds, 3),
         "resumed_from": result.resumed_from,
     }
     with AtomicGroup() as group:
         group.write_text(files.manifest, json.dumps(manifest, indent=1) + "\n")
-    files.state.unlink(missing_ok=True)

@@ -1,0 +1,186 @@
+"""``rec convert`` (to InsightFace's layout), ``rec export`` and ``rec import``
+(WebDataset tar shards)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from .common import REC, err_console, handle_errors, out_console, progress_bar
+
+__all__ = ["convert_command", "export_command", "import_command"]
+
+
+@click.command("convert")
+@click.argument("rec", type=REC)
+@click.option(
+    "--layout",
+    type=click.Choice(["insightface"]),
+    required=True,
+    help="insightface: InsightFace's face layout (header record 0, images grouped by "
+    "identity, one record per identity).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="OUT",
+    help="Where to write: OUT.rec and OUT.idx (OUT may end in .rec).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace OUT.rec/OUT.idx if they exist.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout.")
+def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json: bool) -> None:
+    """Rewrite a plain .rec in another layout.
+
+    With --layout insightface, the records' labels are identities (a whole
+    number, or the first of several labels); the images are grouped by
+    identity, renumbered 1..N and labelled [identity, 1.0], and the header
+    record 0 and one record per identity are added, as InsightFace's
+    face2rec2.py writes them (what arcface_torch's MXFaceDataset reads).
+
+    \b
+    Examples:
+      rec convert faces.rec --layout insightface -o train
+      rec convert faces.rec --layout insightface -o train.rec --overwrite --json
+    """
+    from ..formats.insightface import convert_to_faces
+
+    with handle_errors():
+        counts = convert_to_faces(rec, output, overwrite=overwrite)
+    target = os.path.splitext(output)[0] if output.endswith(".rec") else output
+    if as_json:
+        summary = {"rec": f"{target}.rec", "idx": f"{target}.idx", "layout": layout,
+                   "images": counts.images, "identities": counts.identities}  # fmt: skip
+        click.echo(json.dumps(summary))
+        return
+    out_console().print(
+        f"{rec} -> [bold]{target}.rec[/] + {target}.idx: {counts.images:,} images of "
+        f"{counts.identities:,} identities (InsightFace layout)"
+    )
+
+
+@click.command("export")
+@click.argument("rec", type=REC)
+@click.option(
+    "--to", "fmt", type=click.Choice(["webdataset"]), required=True, help="The format to write."
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="PATTERN",
+    help="Shard names with a number pattern, e.g. 'shards/train-%06d.tar' (a path or a URL).",
+)
+@click.option(
+    "--maxcount",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Samples per shard at most.",
+)
+@click.option(
+    "--maxsize",
+    type=click.IntRange(min=1),
+    default=3_000_000_000,
+    show_default=True,
+    help="Bytes per shard at most (a larger sample gets a shard of its own).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+def export_command(
+    rec: str, fmt: str, output: str, maxcount: int, maxsize: int, as_json: bool, quiet: bool
+) -> None:
+    """Write a .rec as WebDataset tar shards.
+
+    One sample per record, in file order: the image bytes unchanged under
+    the extension of their format (KEY.jpg, .png, ...), KEY.cls with the label
+    when it is one whole number, and KEY.json with the whole header (flag,
+    label, id, id2) and the .idx key, so `rec import webdataset` rebuilds
+    the same .rec/.idx byte for byte. KEY is the record id. The shards
+    appear together when the last is complete.
+
+    \b
+    Examples:
+      rec export train.rec --to webdataset -o 'shards/train-%06d.tar'
+      rec export train.rec --to webdataset -o 's3://bucket/wds/train-%06d.tar' --maxcount 10000
+    """
+    from ..formats.webdataset import export_webdataset
+
+    with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
+        track = bar.track(os.path.basename(rec), total=0)
+        result = export_webdataset(rec, output, maxcount=maxcount, maxsize=maxsize,
+                                   on_progress=track)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    elif not quiet:
+        first = result.shards[0] if result.shards else output
+        out_console().print(
+            f"{rec} -> [bold]{len(result.shards)} {fmt} shard(s)[/] ({first} ...): "
+            f"{result.samples:,} samples, {result.bytes / 1e6:,.1f} MB",
+            markup=True,
+        )
+
+
+@click.command("import")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(["webdataset"]))
+@click.argument("shards", nargs=-1, required=True, metavar="SHARD...")
+@click.option(
+    "-o", "--output", required=True, metavar="PREFIX", help="Write PREFIX.rec and PREFIX.idx."
+)
+@click.option(
+    "--label-key",
+    metavar="FIELD",
+    help="Take each label from this field of the sample's .json (a number or a list of "
+    "numbers) instead of its .cls.",
+)
+@click.option("--overwrite", is_flag=True, help="Replace PREFIX.rec/.idx if they exist.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+def import_command(
+    fmt: str,
+    shards: tuple[str, ...],
+    output: str,
+    label_key: str | None,
+    overwrite: bool,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Build a .rec/.idx from WebDataset tar shards.
+
+    SHARD may be a path, a shell glob ('shards/*.tar') or WebDataset's brace
+    notation ('train-{000000..000009}.tar'). Shards written by `rec export`
+    give back the very .rec/.idx they came from. From other shards, each
+    sample's image (its first image field) and label (.cls, or the .json
+    field named by --label-key) make a record, ids counted from 0; samples
+    without either are skipped and listed in PREFIX.import-skipped.tsv.
+
+    \b
+    Examples:
+      rec import webdataset 'shards/train-{000000..000009}.tar' -o train
+      rec import webdataset shards/*.tar -o train --label-key class_id
+    """
+    from ..formats.tars import expand_shards
+    from ..formats.webdataset import import_webdataset
+
+    with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
+        names = expand_shards(list(shards))
+        track = bar.track(f"{len(names)} shard(s)", total=0)
+        result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
+                                   on_progress=track)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+        return
+    if not quiet:
+        out_console().print(
+            f"{len(names)} {fmt} shard(s) -> [bold]{result.rec}[/] + {result.idx}: "
+            f"{result.records:,} records",
+            markup=True,
+        )
+    if result.skipped:
+        reasons = ", ".join(f"{n:,} {why}" for why, n in result.skipped.most_common())
+        err_console().print(
+            f"[yellow]{sum(result.skipped.values()):,} sample(s) skipped ({reasons}); "
+            f"listed in {result.report}[/]"
+        )

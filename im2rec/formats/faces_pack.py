@@ -1,0 +1,139 @@
+"""``rec pack --layout insightface``: a list of identity-labelled images to
+InsightFace's face layout (see :mod:`.insightface`).
+
+Two steps, so that everything a plain pack promises holds: the entries,
+grouped by identity, are packed as a plain pack of a hidden staging list
+``.NAME.insightface.lst`` beside the list (with its partial files,
+``--resume`` and failure report); then its records are renumbered into the
+layout, with the header and identity records, into ``NAME.rec``/``.idx``
+(written atomically), and ``NAME.pack.json`` is written last. The staging
+files go once the layout is written; a run stopped in either step continues
+with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import DatasetError, Im2RecError
+from ..executors import LocalExecutor
+from ..lstfile import item_line, read_lst
+from ..packing.encoding import PackOptions
+from ..packing.outcome import PackResult, result_from_manifest
+from ..packing.pipeline import Progress, pack_files, run_state, write_manifest
+from ..recordio import RecordReader, unpack
+from ..recordio.files import read_json
+from ..resuming import PartialFiles, check_replaceable, made_with
+from .insightface import group_by_identity, identity_of_label, write_faces
+
+__all__ = ["pack_faces"]
+
+
+def staging_files(files: PartialFiles) -> PartialFiles:
+    return PartialFiles(files.lst.with_name(f".{files.lst.stem}.insightface.lst"))
+
+
+def pack_faces(
+    files: PartialFiles,
+    options: PackOptions,
+    root: str | os.PathLike[str] | None,
+    executor: LocalExecutor | None,
+    resume: bool,
+    on_progress: Progress | None,
+    overwrite: bool,
+) -> PackResult:
+    """Pack ``files.lst`` into the face layout (see the module doc)."""
+    items = read_lst(files.lst)
+    if not items:
+        raise DatasetError(f"{files.lst}: the list has no entries")
+    grouped = group_by_identity(items, str(files.lst))
+    state = run_state(files, options, root)
+    stage = staging_files(files)
+    if resume and not stage.lst.exists() and _finished(files, state):
+        result = result_from_manifest(files, items, read_json(files.manifest))
+        result.identities = read_json(files.manifest).get("identities")
+        return result
+    if not overwrite and not (resume and stage.lst.exists()):
+        check_replaceable(files.rec, files.manifest, state, files.lst.name)
+    text = "".join(map(item_line, grouped))
+    if not stage.lst.exists() or stage.lst.read_text(encoding="utf-8") != text:
+        stage.lst.write_text(text, encoding="utf-8")
+    plain = dataclasses.replace(options, layout="plain")
+    try:
+        staged = pack_files(
+            stage, plain, state["root"], executor, resume, on_progress, overwrite=True
+        )
+    except Im2RecError as exc:  # name the user's list, not the staging one
+        raise type(exc)(str(exc).replace(str(stage.lst), str(files.lst))) from exc
+    t0 = time.perf_counter()
+    counts = write_faces(_identities(staged.rec), files.rec, files.idx, str(files.lst))
+    result = PackResult(
+        files.lst, files.rec, files.idx, files.manifest, None, len(items), counts.images,
+        staged.failures, files.rec.stat().st_size, staged.seconds + time.perf_counter() - t0,
+        resumed_from=staged.resumed_from, root=state["root"],
+    )  # fmt: skip
+    result.identities = counts.identities
+    result.dropped_labels = staged.dropped_labels
+    result.discarded_partial = staged.discarded_partial
+    _move_report(staged.failure_report, files, grouped, result)
+    write_manifest(
+        files, result, state, counts.rec_sha256, counts.idx_sha256,
+        layout="insightface", identities=counts.identities,
+    )  # fmt: skip
+    for path in (stage.lst, stage.rec, stage.idx, stage.manifest, stage.report):
+        path.unlink(missing_ok=True)
+    return result
+
+
+def _finished(files: PartialFiles, state: dict[str, Any]) -> bool:
+    """The layout was written from this very list, root and options, and has
+    the sizes its manifest records."""
+    try:
+        manifest = read_json(files.manifest)
+        return bool(
+            made_with(manifest) == state
+            and manifest["rec"]["bytes"] == files.rec.stat().st_size
+            and manifest["idx"]["bytes"] == files.idx.stat().st_size
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _identities(rec: Path) -> Iterator[tuple[int, bytes]]:
+    """``(identity, image)`` of each record of the staged plain pack."""
+    reader = RecordReader(rec)
+    try:
+        for record in reader:
+            header, image = unpack(record)
+            identity = identity_of_label(header.label)
+            assert identity is not None  # group_by_identity checked every label
+            yield identity, bytes(image)
+    finally:
+        reader.close()
+
+
+def _move_report(
+    report: Path | None, files: PartialFiles, grouped: list[Any], result: PackResult
+) -> None:
+    """The staging pack's failure report as ``NAME.failures.tsv``, its line
+    numbers those of the user's list."""
+    if report is None:
+        files.report.unlink(missing_ok=True)
+        return
+    lines = report.read_text(encoding="utf-8").splitlines(keepends=True)
+    out = [lines[0]]
+    for line in lines[1:]:
+        number, rest = line.split("\t", 1)
+        out.append(f"{grouped[int(number) - 1].line}\t{rest}")
+    tmp = files.report.with_name(files.report.name + ".partial")
+    tmp.write_text("".join(out), encoding="utf-8")
+    os.replace(tmp, files.report)
+    report.unlink()
+    result.failure_report = files.report
+    result.failures = Counter(result.failures)

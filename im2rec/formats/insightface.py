@@ -1,0 +1,188 @@
+"""InsightFace's face layout: what ``face2rec2.py`` writes and
+``arcface_torch``'s ``MXFaceDataset`` (and DALI) read.
+
+Checked against InsightFace's ``src/data/face2rec2.py``:
+
+- records ``1 .. N`` are the images, grouped by identity, each with the two
+  labels ``[identity, 1.0]`` (the second is face2rec2's "aligned" flag; two
+  labels make ``flag = 2``) and its own record number as header id and
+  ``.idx`` key;
+- record ``0``, written after the images, is the header: ``flag = 2``,
+  ``label = [N + 1, N + 1 + K]`` (the first identity record, and the end)
+  and no image;
+- records ``N + 1 .. N + K``, one per identity in order, hold its image
+  range ``[start, end)`` as two labels, and no image.
+
+Readers take ``label[0]`` of an image record as its identity and
+``range(1, header.label[0])`` as the image keys. Identity records cover
+consecutive keys, so an image that failed to pack leaves no hole: numbers
+are given as records are written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DatasetError
+from ..lstfile import ListItem
+from ..recordio import IndexedRecordWriter, IRHeader, pack
+from ..recordio.framing import needs_split
+
+__all__ = [
+    "FaceCounts",
+    "convert_to_faces",
+    "face_header",
+    "group_by_identity",
+    "identity_of_label",
+    "write_faces",
+]
+
+#: The most identities a layout may claim (Glint360K has 360,232): a bound
+#: on what a hostile header record makes a reader allocate.
+MAX_IDENTITIES = 10_000_000
+
+
+def identity_of_label(label: Any) -> int | None:
+    """The identity a label names (a whole number >= 0, or the first of
+    several), or None."""
+    if hasattr(label, "__len__"):
+        if not len(label):
+            return None
+        label = label[0]
+    value = float(label)
+    if not value.is_integer() or value < 0:
+        return None
+    return int(value)
+
+
+def group_by_identity(items: Sequence[ListItem], lst: str) -> list[ListItem]:
+    """The list's entries grouped by identity (their first label), the
+    identities in the order they first appear and each one's entries in list
+    order."""
+    first: dict[int, int] = {}
+    keyed = []
+    for item in items:
+        identity = identity_of_label(item.labels)
+        if identity is None:
+            raise DatasetError(
+                f"{lst}:{item.line}: label {item.labels[0]:g} is not an identity (a whole number "
+                ">= 0); the InsightFace layout groups images by identity"
+            )
+        keyed.append((first.setdefault(identity, len(first)), item))
+    return [item for _, item in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, int] | None:
+    """``(first identity record, end)`` when this is the layout's header
+    record (two labels, no image, a range that fits ``records``), else None."""
+    if header.flag != 2 or payload:
+        return None
+    first, end = (float(v) for v in header.label)
+    if not (first.is_integer() and end.is_integer() and 1 < first <= end <= records):
+        return None
+    return int(first), int(end)
+
+
+@dataclass
+class FaceCounts:
+    """What :func:`write_faces` wrote."""
+
+    images: int
+    identities: int
+    rec_sha256: str
+    idx_sha256: str
+
+
+def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name: str) -> FaceCounts:
+    """Write ``(identity, image bytes)`` pairs, grouped by identity, as the
+    face layout into ``rec``/``idx`` (atomically: they appear when complete).
+    ``name`` names the source in the error for images not grouped."""
+    writer = IndexedRecordWriter(rec, idx, hashing=True)
+    ranges: list[tuple[int, int, int]] = []  # (identity, first record, end)
+    done: set[int] = set()
+    number = 1
+    try:
+        for identity, image in images:
+            if ranges and ranges[-1][0] == identity:
+                ranges[-1] = (identity, ranges[-1][1], number + 1)
+            else:
+                if identity in done:
+                    raise DatasetError(
+                        f"{name}: identity {identity} appears again after others; the layout "
+                        "needs each identity's images together"
+                    )
+                done.add(identity)
+                ranges.append((identity, number, number + 1))
+            header = pack(IRHeader(0, [float(identity), 1.0], number, 0), b"")
+            writer.write_key(number, header, image, split=needs_split(header, image))
+            number += 1
+        if len(ranges) > MAX_IDENTITIES:
+            raise DatasetError(f"{name}: more than {MAX_IDENTITIES:,} identities")
+        first = number
+        writer.write_key(
+            0, pack(IRHeader(0, [float(first), float(first + len(ranges))], 0, 0), b"")
+        )
+        for j, (_, start, end) in enumerate(ranges):
+            writer.write_key(
+                first + j, pack(IRHeader(0, [float(start), float(end)], first + j, 0), b"")
+            )
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return FaceCounts(number - 1, len(ranges), writer.sha256(), writer.index_sha256())
+
+
+def convert_to_faces(
+    rec: str | os.PathLike[str], out: str | os.PathLike[str], *, overwrite: bool = False
+) -> FaceCounts:
+    """``rec convert REC --layout insightface -o OUT``: a plain ``.rec`` whose
+    labels are identities (a whole number, or the first of several) rewritten
+    in the face layout to ``OUT.rec``/``OUT.idx``, images grouped by identity
+    in the order identities first appear, each identity's in file order.
+
+    The record headers are walked first (8 bytes and a header a record), so
+    a label that is not an identity, or a file already in the layout, is an
+    error before anything is written."""
+    from ..inspection import FRAME_WORDS, face_layout, header_at, walk_records
+    from ..recordio import RecordReader, read_record, unpack
+
+    target = Path(os.fspath(out)).with_suffix(".rec")
+    existing = [p for p in (target, target.with_suffix(".idx")) if p.exists()]
+    if existing and not overwrite:
+        raise DatasetError(f"{existing[0]}: already exists; pass --overwrite to replace it")
+    reader = RecordReader(rec)
+    try:
+        buf, size = reader.mapping()
+        first: dict[int, int] = {}
+        order: list[tuple[int, int, int]] = []  # (identity's rank, head, identity)
+        header0, layout_records = None, 0
+        for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
+            header = header_at(buf, head, nxt, reader.name)
+            if header.flag == 2 and FRAME_WORDS.unpack(buf[head : head + 8])[1] == 24 + 8:
+                layout_records += 1  # two labels, no image
+                header0 = header if header.id == 0 else header0
+            identity = identity_of_label(header.label)
+            if identity is None:
+                raise DatasetError(
+                    f"{reader.name}: the record at byte {head:,} (id {header.id}) has label "
+                    f"{header.label}, not an identity (a whole number >= 0); nothing was written"
+                )
+            order.append((first.setdefault(identity, len(first)), head, identity))
+        if face_layout(header0, layout_records, len(order)) is not None:
+            raise DatasetError(
+                f"{reader.name}: already in the InsightFace layout; nothing was written"
+            )
+        order.sort(key=lambda entry: entry[0])
+
+        def images() -> Iterator[tuple[int, bytes]]:
+            for _, head, identity in order:
+                yield identity, bytes(unpack(read_record(buf, head, size, reader.name)[0])[1])
+
+        return write_faces(images(), target, target.with_suffix(".idx"), reader.name)
+    finally:
+        reader.close()

@@ -1,0 +1,456 @@
+"""WebDataset's container: POSIX tar shards of samples, written and read with
+the standard library's :mod:`tarfile`.
+
+Writing (:class:`ShardWriter`): one member per sample field, named
+``KEY.EXT``, with fixed metadata (mode 0444, owner 0, mtime 0), so the same
+samples always make the same bytes; a new shard starts when the next sample
+would pass ``maxcount`` samples or ``maxsize`` bytes (as WebDataset's own
+``ShardWriter``). Every shard is written to a temporary file and they all
+appear together, when the last is complete.
+
+Reading (:func:`samples`): streamed, one member at a time (constant
+memory); a sample is the run of consecutive members sharing a key (the name
+up to the first dot of its last component). Untrusted shards are read as
+``rec imagenet`` reads tars: a member name that is absolute or climbs out
+with ``..`` is refused, a field repeated within a sample is refused, and a
+member larger than a record can be is skipped unread.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import io
+import os
+import re
+import tarfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
+
+from ..atomic import AtomicGroup
+from ..errors import ConfigError, DatasetError, MissingFileError
+from ..names import relative_name
+from ..recordio import MAX_RECORD_SIZE
+
+__all__ = ["FileRange", "Sample", "ShardWriter", "expand_shards", "samples"]
+
+_BLOCK = 512
+#: at most this many members of a sample are kept (a sample is a handful of
+#: fields; a key shared by thousands of members is a hostile tar)
+MAX_FIELDS = 64
+
+
+class ShardWriter:
+    """Samples into tar shards named ``pattern % number`` (see the module doc)."""
+
+    def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000):
+        if maxcount < 1 or maxsize < 1:
+            raise ConfigError("--maxcount and --maxsize must be at least 1")
+        if "%" not in pattern:
+            if maxcount != 100_000 or maxsize != 3_000_000_000:
+                raise ConfigError(
+                    f"{pattern}: --maxcount/--maxsize split the output into shards, so -o needs "
+                    "a number pattern such as 'shards/train-%06d.tar'"
+                )
+            maxcount, maxsize = 1 << 62, 1 << 62  # one shard
+        else:
+            try:
+                pattern % 0
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"{pattern}: -o must hold one number pattern such as %06d"
+                ) from None
+        self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
+        self.group = AtomicGroup()
+        self.shards: list[str] = []
+        self._fd: int | None = None
+        self._count = self._size = 0
+
+    def __enter__(self) -> ShardWriter:
+        self.group.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._close_shard()
+        self.group.__exit__(*exc)
+
+    def _close_shard(self) -> None:
+        if self._fd is not None:
+            # tar's end: two zero blocks, then zeros to a whole 10 kB record
+            end = self._size + 2 * _BLOCK
+            _write_all(self._fd, [b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE)])
+            os.close(self._fd)
+            self._fd = None
+
+    def write(self, key: str, fields: list[tuple[str, bytes | FileRange]]) -> None:
+        """One sample: ``(extension, bytes)`` for each of its fields; bytes
+        still in a file may be given as a :class:`FileRange` (copied by the
+        kernel, never through this process)."""
+        size = sum(_BLOCK + len(data) + (-len(data)) % _BLOCK for _, data in fields)
+        if self._fd is None or (
+            self._count and (self._count >= self.maxcount or self._size + size > self.maxsize)
+        ):
+            self._close_shard()
+            name = self.pattern % len(self.shards) if "%" in self.pattern else self.pattern
+            os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+            self.shards.append(name)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+            self._fd = os.open(self.group.temp_path(name), flags, 0o644)
+            self._count = self._size = 0
+        parts: list[bytes] = []
+        for ext, data in fields:
+            parts.append(member_header(f"{key}.{ext}", len(data)))
+            if isinstance(data, FileRange):
+                _write_all(self._fd, parts)
+                parts = []
+                data.copy_to(self._fd)
+            else:
+                parts.append(data)
+            if len(data) % _BLOCK:
+                parts.append(_ZEROS[: -len(data) % _BLOCK])
+        _write_all(self._fd, parts)  # one system call a sample (or one around each range)
+        self._count += 1
+        self._size += size
+
+    @property
+    def bytes_written(self) -> int:
+        return self._size
+
+
+_ZEROS = bytes(_BLOCK)
+
+
+class FileRange(NamedTuple):
+    """``length`` bytes of the open file ``fd`` from ``offset``."""
+
+    fd: int
+    offset: int
+    length: int
+    name: str
+
+    def __len__(self) -> int:
+        return self.length
+
+    def copy_to(self, out: int) -> None:
+        """Append the bytes to ``out`` (at its position): ``copy_file_range``
+        (the kernel copies, or shares the blocks), else ``sendfile``, else
+        read and write."""
+        offset, left = self.offset, self.length
+        for copy in (_copy_file_range, _sendfile, _read_write):
+            try:
+                while left:
+                    done = copy(self.fd, out, offset, left)
+                    if not done:
+                        raise DatasetError(
+                            f"{self.name}: ends before byte {offset + left:,} (it shrank while "
+                            "being read)"
+                        )
+                    offset, left = offset + done, left - done
+                return
+            except OSError as exc:
+                if exc.errno not in _NOT_HERE:
+                    raise
+
+
+#: errors meaning "this way of copying does not work here": try the next
+_NOT_HERE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOTSUP}
+
+
+def _copy_file_range(src: int, dst: int, offset: int, n: int) -> int:
+    if not hasattr(os, "copy_file_range"):
+        raise OSError(errno.ENOSYS, "no copy_file_range")
+    return os.copy_file_range(src, dst, min(n, 1 << 30), offset)
+
+
+def _sendfile(src: int, dst: int, offset: int, n: int) -> int:
+    if not hasattr(os, "sendfile"):
+        raise OSError(errno.ENOSYS, "no sendfile")
+    return os.sendfile(dst, src, offset, min(n, 1 << 30))
+
+
+def _read_write(src: int, dst: int, offset: int, n: int) -> int:
+    data = os.pread(src, min(n, 1 << 24), offset)
+    if data:
+        _write_all(dst, [data])
+    return len(data)
+
+
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    while parts:
+        done = os.writev(fd, parts[:1024])  # IOV_MAX
+        while parts and done >= len(parts[0]):
+            done -= len(parts[0])
+            parts.pop(0)
+        if done:
+            parts[0] = parts[0][done:]
+
+
+def _template() -> tuple[bytes, int]:
+    info = tarfile.TarInfo("")
+    info.mode, info.mtime = 0o444, 0
+    header = info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+    blank = header[:148] + b" " * 8 + header[156:]  # the sum counts its own field as spaces
+    return header, sum(blank) - sum(header[124:136])  # (without the size field)
+
+
+_TEMPLATE, _TEMPLATE_SUM = _template()
+
+
+def member_header(name: str, size: int) -> bytes:
+    """The 512-byte header of a regular file member, as ``tarfile`` writes
+    it (ustar, mode 0444, owner 0, mtime 0). Only the name, the size and
+    the checksum differ between members, so they are patched into a header
+    ``tarfile`` made (several times faster than building each one; the
+    equality is tested). Names that ustar cannot hold go to ``tarfile``."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) > 100 or not raw.isascii() or size >= 8**11:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = size, 0o444, 0
+        return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    size_field = b"%011o\0" % size
+    total = _TEMPLATE_SUM + sum(raw) + sum(size_field)
+    return b"".join((
+        raw, _ZEROS[: 100 - len(raw)], _TEMPLATE[100:124], size_field, _TEMPLATE[136:148],
+        b"%06o\0 " % total, _TEMPLATE[156:],
+    ))  # fmt: skip
+
+
+@dataclass
+class Sample:
+    """One sample: its key, fields by extension, and where it came from."""
+
+    key: str
+    shard: str
+    fields: dict[str, bytes] = field(default_factory=dict)
+    #: fields not read: extension -> why (too large, not a regular file)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _split(name: str) -> tuple[str, str]:
+    """``(key, extension)``: the key is the name up to the first dot of its
+    last component (WebDataset's rule)."""
+    head, _, last = name.rpartition("/")
+    stem, dot, ext = last.partition(".")
+    return (f"{head}/{stem}" if head else stem), ext if dot else ""
+
+
+def samples(shard: str, limit: int = MAX_RECORD_SIZE) -> Iterator[Sample]:
+    """The samples of one tar shard (plain or compressed), read in order
+    (see the module doc)."""
+    try:
+        size = os.path.getsize(shard)
+        tar = tarfile.open(shard, "r:*")
+    except FileNotFoundError:
+        raise MissingFileError(f"{shard}: shard not found") from None
+    except (tarfile.TarError, OSError) as exc:
+        raise DatasetError(f"{shard}: not a tar file ({exc})") from None
+    current: Sample | None = None
+    try:
+        with tar:
+            raw = isinstance(tar.fileobj, io.BufferedReader)  # (not a decompressor)
+            members = _plain_members(tar, shard) if raw else _members(tar, shard)
+            for raw_name, nbytes, regular, data in members:
+                name = raw_name if _PLAIN.match(raw_name) else relative_name(
+                    raw_name, f"{shard}: member"
+                )  # fmt: skip
+                key, ext = _split(name)
+                if current is None or key != current.key:
+                    if current is not None:
+                        yield current
+                    current = Sample(key, shard)
+                if ext in current.fields or ext in current.skipped:
+                    raise DatasetError(
+                        f"{shard}: member {name} appears twice in sample {key}; refusing a "
+                        "shard with duplicate members (which one is meant?)"
+                    )
+                if len(current.fields) + len(current.skipped) >= MAX_FIELDS:
+                    raise DatasetError(f"{shard}: sample {key} has over {MAX_FIELDS} members")
+                if not regular:
+                    current.skipped[ext] = "not a regular file"
+                elif nbytes >= limit:
+                    current.skipped[ext] = f"{nbytes:,} bytes, more than a record holds"
+                else:
+                    current.fields[ext] = data()
+            if raw and tar.offset + 2 * _BLOCK > size:
+                # tarfile takes a header cut short for the end of the archive
+                raise DatasetError(
+                    f"{shard}: cut short after {tar.offset:,} bytes (no end-of-archive marker); "
+                    "the tar is truncated: copy it again"
+                )
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise DatasetError(f"{shard}: damaged tar ({exc})") from None
+    if current is not None:
+        yield current
+
+
+#: (name, size, whether a regular file, a function reading its bytes)
+Member = tuple[str, int, bool, Callable[[], bytes]]
+
+
+def _plain_members(tar: tarfile.TarFile, shard: str) -> Iterator[Member]:
+    """:func:`_members` of an uncompressed tar: a plain ustar file header (what
+    WebDataset and ``rec export`` write) is read here, with one ``pread``
+    for it and one for the data; anything else (pax and GNU extensions, links,
+    base-256 sizes, prefixes) is ``tarfile``'s to read."""
+    ahead = _Ahead(cast(Any, tar.fileobj).fileno())
+    # tarfile.open has read the first header already: start again from it
+    cast(Any, tar).firstmember = None
+    tar.offset = 0
+    cast(Any, tar.fileobj).seek(0)
+    while True:
+        offset = tar.offset
+        block = ahead.get(offset, _BLOCK)
+        found = _ustar_file(block) if len(block) == _BLOCK else None
+        if found is None:
+            cast(Any, tar.fileobj).seek(tar.offset)  # where tarfile expects to read next
+            member = _next(tar, shard)
+            if member is None:
+                return
+            if not member.isdir():
+                yield _member(tar, member, shard)
+            continue
+        name, size = found
+        tar.offset = offset + _BLOCK + size + (-size) % _BLOCK
+
+        def data(start: int = offset + _BLOCK, n: int = size, name: str = name) -> bytes:
+            got = ahead.get(start, n)
+            if len(got) != n:
+                raise DatasetError(f"{shard}: member {name} is cut short (the tar is truncated)")
+            return got
+
+        yield name, size, True, data
+
+
+def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> Member:
+    return member.name, member.size, member.isreg(), lambda: _read(tar, member, shard)
+
+
+class _Ahead:
+    """Reads of a file through a small window: a header and the small
+    members after it (a label, a .json, the next header) cost one system
+    call; a large member's data is read alone, straight into its bytes. The
+    kernel is asked to read the next ``PREFETCH`` bytes from the disk in the
+    background (``posix_fadvise``), so a shard that is not cached is read
+    while the records are made."""
+
+    SIZE = 64 << 10
+    PREFETCH = 32 << 20
+
+    def __init__(self, fd: int):
+        self.fd, self.base, self.buf = fd, 0, b""
+        self.fetched = 0  # the kernel was asked for everything before this
+        self.advise = getattr(os, "posix_fadvise", None)
+        if self.advise is not None:
+            self.advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+
+    def get(self, start: int, n: int) -> bytes:
+        off = start - self.base
+        if 0 <= off and off + n <= len(self.buf):
+            return self.buf[off : off + n]
+        if self.advise is not None and start + self.PREFETCH // 2 > self.fetched:
+            self.advise(self.fd, start, self.PREFETCH, os.POSIX_FADV_WILLNEED)
+            self.fetched = start + self.PREFETCH
+        if n >= self.SIZE // 4:
+            return os.pread(self.fd, n, start)
+        self.base, self.buf = start, os.pread(self.fd, self.SIZE, start)
+        return self.buf[:n]
+
+
+def _ustar_file(block: bytes) -> tuple[str, int] | None:
+    """``(name, size)`` of a plain ustar regular-file header, else None."""
+    if (
+        block[156:157] not in (b"0", b"\0")
+        or block[257:263] not in (b"ustar\x00", b"ustar ")
+        or (block[345] or block[124] & 0x80)
+    ):
+        return None
+    try:
+        chksum = int(block[148:156].split(b"\0", 1)[0].strip() or b"0", 8)
+        size = int(block[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+        name = block[:100].split(b"\0", 1)[0].decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if chksum != sum(block) - sum(block[148:156]) + 8 * 32 or not name or name.endswith("/"):
+        return None
+    return name, size
+
+
+def _next(tar: tarfile.TarFile, shard: str) -> tarfile.TarInfo | None:
+    try:
+        member = tar.next()
+    except tarfile.TarError as exc:
+        raise DatasetError(f"{shard}: damaged tar ({exc})") from None
+    cast(Any, tar).members.clear()  # tarfile keeps every member it read: memory stays constant
+    return member
+
+
+def _members(tar: tarfile.TarFile, shard: str) -> Iterator[Member]:
+    while (member := _next(tar, shard)) is not None:
+        if not member.isdir():  # folders carry no sample data
+            yield _member(tar, member, shard)
+
+
+#: member names that need no checking: plain relative paths (no "." or ".."
+#: component, no leading "/", printable ASCII); others go to relative_name
+_PLAIN = re.compile(r"^[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?!\.|/))*$")
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:
+    if member.issparse():
+        f = tar.extractfile(member)
+        data = f.read() if f is not None else b""
+    else:  # the bytes as they are stored: one seek and one read
+        assert tar.fileobj is not None
+        tar.fileobj.seek(member.offset_data)
+        data = tar.fileobj.read(member.size)
+    if len(data) != member.size:
+        raise DatasetError(f"{shard}: member {member.name} is cut short (the tar is truncated)")
+    return data
+
+
+def expand_shards(patterns: list[str], exists: Callable[[str], bool] = os.path.exists) -> list[str]:
+    """Shard names from shell globs and WebDataset's brace notation
+    (``train-{000000..000009}.tar``, ``{a,b}``), in the order given."""
+    out: list[str] = []
+    for pattern in patterns:
+        for name in _braces(pattern):
+            if glob.has_magic(name):
+                found = sorted(glob.glob(name))
+                if not found:
+                    raise MissingFileError(f"{name}: no shard matches")
+                out.extend(found)
+            elif not exists(name):
+                raise MissingFileError(f"{name}: shard not found")
+            else:
+                out.append(name)
+    return out
+
+
+_BRACE = re.compile(r"\{([^{}]*)\}")
+MAX_EXPANSION = 1_000_000
+
+
+def _braces(text: str) -> list[str]:
+    """Brace expansion: ``{a,b}`` lists and ``{000..009}`` ranges (zero
+    padding kept), left to right, bounded."""
+    match = _BRACE.search(text)
+    if match is None:
+        return [text]
+    body = match.group(1)
+    numbers = re.fullmatch(r"(\d+)\.\.(\d+)", body)
+    if numbers:
+        a, b = numbers.groups()
+        width = len(a) if a.startswith("0") or len(a) == len(b) else 0
+        lo, hi = int(a), int(b)
+        if abs(hi - lo) >= MAX_EXPANSION:
+            raise ConfigError(f"{text}: the range {{{body}}} names over {MAX_EXPANSION:,} shards")
+        step = 1 if hi >= lo else -1
+        choices = [f"{n:0{width}d}" for n in range(lo, hi + step, step)]
+    elif "," in body:
+        choices = body.split(",")
+    else:
+        choices = ["{" + body + "}"]  # not an expansion: literal braces
+    head, tail = text[: match.start()], text[match.end() :]
+    return [f"{head}{choice}{rest}" for choice in choices for rest in _braces(tail)]

@@ -1,0 +1,243 @@
+"""``rec export --to webdataset`` and ``rec import webdataset``: shards read by
+the real ``webdataset`` library, round trips byte for byte, shards from
+WebDataset's own ``ShardWriter``, and hostile tars."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import Image
+
+from im2rec.errors import ConfigError, DatasetError, MissingFileError
+from im2rec.formats.tars import _braces, expand_shards, member_header, samples
+from im2rec.formats.webdataset import export_webdataset, import_webdataset
+from im2rec.packing import PackOptions, pack_list
+from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
+from im2rec.recordio.framing import MAGIC_BYTES
+
+from .test_faces import make_faces
+
+wds = pytest.importorskip("webdataset")
+
+
+def image(kind: str, seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    out = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(out, kind)
+    return out.getvalue()
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    """Every kind of record a .rec holds: JPEG and PNG, whole and fractional
+    labels, several labels, no payload, a payload that is no image and holds
+    the magic word (a split record), ids that repeat and go back."""
+    path = tmp_path / "mixed.rec"
+    with IndexedRecordWriter(path) as w:
+        for i in range(12):
+            w.write_key(i, pack((0, float(i % 3), i, 0), image("JPEG", i)))
+        w.write_key(12, pack((0, 0.5, 12, 7), image("PNG", 12)))
+        w.write_key(13, pack((0, [1.0, 2.5, -1.0], 13, 0), image("JPEG", 13)))
+        w.write_key(14, pack((0, [3.0, 4.0], 0, 0), b""))  # id 0 again, no image
+        w.write_key(15, pack((0, 2.0, 15, 0), b"abcd" + MAGIC_BYTES + b"xyz" * 5))
+        w.write_key(16, pack((0, 1.0, 15, 0), image("JPEG", 16)))  # the same id twice
+    return path
+
+
+def export_and_import(rec: Path, out: Path, **kw: int) -> Path:
+    result = export_webdataset(rec, str(out / "wds-%04d.tar"), **kw)
+    assert result.shards
+    back = out / "back"
+    import_webdataset(result.shards, back)
+    return back
+
+
+def test_round_trip_is_byte_identical(mixed: Path, tmp_path: Path) -> None:
+    back = export_and_import(mixed, tmp_path, maxcount=5)
+    assert back.with_suffix(".rec").read_bytes() == mixed.read_bytes()
+    assert back.with_suffix(".idx").read_bytes() == mixed.with_suffix(".idx").read_bytes()
+    assert len(list(tmp_path.glob("wds-*.tar"))) == 4  # 17 samples, 5 a shard
+
+
+# webdataset leaves its shard files for the garbage collector to close
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_webdataset_library_reads_every_sample(mixed: Path, tmp_path: Path) -> None:
+    result = export_webdataset(mixed, str(tmp_path / "s-%06d.tar"), maxcount=6)
+    got = list(wds.WebDataset(result.shards, shardshuffle=False))
+    reader = IndexedRecordReader(mixed)
+    assert len(got) == len(reader.keys) == 17
+    keys = [s["__key__"] for s in got]
+    assert len(set(keys)) == 17 and all("." not in k for k in keys)
+    assert keys[:3] == ["000000000", "000000001", "000000002"]
+    assert keys[14] == "000000000-14" and keys[16] == "000000015-16"
+    for sample, key in zip(got, reader.keys, strict=True):
+        header, payload = unpack(reader.read_key(key))
+        meta = json.loads(sample["json"])
+        assert meta["id"] == header.id and meta["id2"] == header.id2 and meta["key"] == key
+        assert meta["flag"] == header.flag
+        images = {ext: v for ext, v in sample.items() if ext in ("jpg", "png", "bin")}
+        if payload:
+            ((ext, data),) = images.items()
+            assert data == payload
+            assert ext == ("png" if key == 12 else "bin" if key == 15 else "jpg")
+        else:
+            assert not images
+        if header.flag == 0 and float(header.label).is_integer():
+            assert int(sample["cls"]) == int(header.label)
+        else:
+            assert "cls" not in sample
+            assert meta["label"] == (
+                header.label.tolist() if header.flag else [float(header.label)]
+            )
+
+
+def test_face_layout_round_trip(tmp_path: Path) -> None:
+    make_faces(tmp_path / "faces", [3, 2, 4])
+    lst = tmp_path / "faces.lst"
+    lst.write_text("".join(f"{i}\t{i % 3}.000000\tid{i % 3}/{i // 3:03d}.jpg\n"
+                           for i in range(8)))  # fmt: skip
+    pack_list(lst, PackOptions(pass_through=True, layout="insightface"))
+    back = export_and_import(lst.with_suffix(".rec"), tmp_path)
+    assert back.with_suffix(".rec").read_bytes() == lst.with_suffix(".rec").read_bytes()
+    assert back.with_suffix(".idx").read_bytes() == lst.with_suffix(".idx").read_bytes()
+
+
+def test_shards_from_webdatasets_shardwriter(tmp_path: Path) -> None:
+    pattern = str(tmp_path / "theirs-%03d.tar")
+    with wds.ShardWriter(pattern, maxcount=4, verbose=0) as sink:
+        for i in range(10):
+            sample = {"__key__": f"dir/s{i:04d}", "jpg": image("JPEG", i), "cls": i % 4,
+                      "json": {"class_id": float(i % 5), "caption": "x"}}  # fmt: skip
+            if i == 3:
+                del sample["cls"]  # no label
+            if i == 7:
+                del sample["jpg"]  # no image
+            sink.write(sample)
+    shards = expand_shards([str(tmp_path / "theirs-{000..002}.tar")])
+    assert len(shards) == 3
+    result = import_webdataset(shards, tmp_path / "from-cls")
+    assert result.records == 8 and result.skipped == {"no label": 1, "no image": 1}
+    assert result.report is not None
+    report = result.report.read_text()
+    assert "dir/s0003\tno label" in report and "dir/s0007\tno image" in report
+    reader = IndexedRecordReader(tmp_path / "from-cls.rec")
+    kept = [i for i in range(10) if i not in (3, 7)]
+    for key, i in zip(reader.keys, kept, strict=True):
+        header, payload = unpack(reader.read_key(key))
+        assert header.id == key and header.label == i % 4 and payload == image("JPEG", i)
+    by_json = import_webdataset(shards, tmp_path / "from-json", label_key="class_id")
+    assert by_json.records == 9  # sample 3 has its .json label
+    labels = [unpack(r)[0].label for r in IndexedRecordReader(tmp_path / "from-json.rec")]
+    assert labels == [float(i % 5) for i in range(10) if i != 7]
+
+
+def hostile(path: Path, members: list[tuple[str, bytes, bytes]]) -> Path:
+    """A tar of ``(name, type, data)`` members."""
+    with tarfile.open(path, "w") as tar:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, len(data) if kind == tarfile.REGTYPE else 0
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc/passwd"
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([("../up/x.jpg", tarfile.REGTYPE, b"x")], "must be relative paths inside"),
+        ([("/abs/x.jpg", tarfile.REGTYPE, b"x")], "is an absolute path"),
+        ([("a.jpg", tarfile.REGTYPE, b"x"), ("a.jpg", tarfile.REGTYPE, b"y")], "appears twice"),
+    ],
+)
+def test_hostile_tars_are_refused(
+    tmp_path: Path, members: list[tuple[str, bytes, bytes]], message: str
+) -> None:
+    shard = hostile(tmp_path / "bad.tar", members)
+    with pytest.raises(DatasetError, match=message):
+        import_webdataset([str(shard)], tmp_path / "out")
+    assert not (tmp_path / "out.rec").exists()
+
+
+def test_links_and_oversized_members_are_skipped_unread(tmp_path: Path) -> None:
+    shard = hostile(tmp_path / "odd.tar", [
+        ("a.jpg", tarfile.SYMTYPE, b""), ("a.cls", tarfile.REGTYPE, b"1"),
+        ("b.jpg", tarfile.REGTYPE, b"y" * 300), ("b.cls", tarfile.REGTYPE, b"2"),
+        ("c.jpg", tarfile.REGTYPE, image("JPEG", 1)), ("c.cls", tarfile.REGTYPE, b"3"),
+    ])  # fmt: skip
+    got = list(samples(str(shard), limit=200))
+    assert got[0].skipped == {"jpg": "not a regular file"} and "jpg" not in got[0].fields
+    assert got[1].skipped == {"jpg": "300 bytes, more than a record holds"}
+    result = import_webdataset([str(shard)], tmp_path / "out")
+    assert result.records == 2  # under the real bound, b's 300 bytes are fine
+    assert result.skipped == {"no image": 1}  # a's image is a link
+
+
+def test_damaged_and_missing_shards(mixed: Path, tmp_path: Path) -> None:
+    (shard,) = export_webdataset(mixed, str(tmp_path / "one.tar")).shards
+    data = Path(shard).read_bytes()
+    Path(shard).write_bytes(data[: len(data) // 2 + 100])
+    with pytest.raises(DatasetError, match="one.tar: .*(cut short|damaged|truncated)"):
+        import_webdataset([shard], tmp_path / "out")
+    (tmp_path / "not.tar").write_bytes(b"hello" * 100)
+    with pytest.raises(DatasetError, match="not.tar: not a tar file"):
+        import_webdataset([str(tmp_path / "not.tar")], tmp_path / "out")
+    with pytest.raises(MissingFileError, match="nope-000.tar: shard not found"):
+        expand_shards([str(tmp_path / "nope-{000..001}.tar")])
+    assert not (tmp_path / "out.rec").exists()
+
+
+def rec(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "im2rec", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd)  # fmt: skip
+
+
+def test_cli_export_and_import(mixed: Path, tmp_path: Path) -> None:
+    done = rec("export", "mixed.rec", "--to", "webdataset", "-o", "wds/m-%03d.tar",
+               "--maxcount", "10", "--json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["samples"] == 17 and out["shards"] == ["wds/m-000.tar", "wds/m-001.tar"]
+    done = rec("import", "webdataset", "wds/m-{000..001}.tar", "-o", "again", "--json",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records"] == 17
+    assert (tmp_path / "again.rec").read_bytes() == mixed.read_bytes()
+    done = rec("import", "webdataset", "wds/*.tar", "-o", "again", cwd=tmp_path)
+    assert done.returncode == 1 and "again.rec: already exists; pass --overwrite" in done.stderr
+    done = rec("export", "mixed.rec", "--to", "webdataset", "-o", "one.tar", "--maxcount", "3",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "needs a number pattern" in done.stderr
+    assert not list(tmp_path.glob("*one.tar*"))
+
+
+@given(
+    name=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=120),
+    size=st.integers(0, 8**11 + 5),
+)
+def test_member_headers_are_tarfiles_own(name: str, size: int) -> None:
+    """The patched header template is byte for byte what tarfile writes (its
+    ustar header; pax for names ustar cannot hold)."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, 0o444, 0
+    fmt = tarfile.USTAR_FORMAT if len(name) <= 100 and size < 8**11 else tarfile.PAX_FORMAT
+    assert member_header(name, size) == info.tobuf(fmt, "utf-8", "surrogateescape")
+
+
+def test_brace_notation() -> None:
+    assert _braces("a-{08..11}.tar") == ["a-08.tar", "a-09.tar", "a-10.tar", "a-11.tar"]
+    assert _braces("{x,y}-{1..2}") == ["x-1", "x-2", "y-1", "y-2"]
+    assert _braces("plain{}.tar") == ["plain{}.tar"]
+    with pytest.raises(ConfigError, match="over 1,000,000 shards"):
+        _braces("s-{0..99999999}.tar")
