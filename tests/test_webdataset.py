@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
-from im2rec.formats.tars import _braces, expand_shards, member_header, samples
+from im2rec.formats.tars import _braces, _ustar_file, expand_shards, member_header, samples
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
@@ -241,3 +241,22 @@ def test_brace_notation() -> None:
     assert _braces("plain{}.tar") == ["plain{}.tar"]
     with pytest.raises(ConfigError, match="over 1,000,000 shards"):
         _braces("s-{0..99999999}.tar")
+
+
+@given(
+    name=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=100),
+    size=st.integers(0, 8**11 - 1),
+    fmt=st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT]),
+)
+def test_plain_headers_read_as_tarfile_reads_them(name: str, size: int, fmt: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = size, 0o644
+    block = info.tobuf(fmt, "utf-8", "strict")[:512]
+    got = _ustar_file(block)
+    if name.endswith("/"):  # a folder: tarfile's to read
+        assert got is None
+    else:
+        parsed = tarfile.TarInfo.frombuf(block, "utf-8", "strict")
+        assert got == (parsed.name, parsed.size) == (name, size)
+    damaged = block[:200] + bytes([block[200] ^ 1]) + block[201:]
+    assert _ustar_file(damaged) is None  # a checksum that does not add up

@@ -358,23 +358,36 @@ class _Ahead:
         return self.buf[:n]
 
 
+_USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
+
+
 def _ustar_file(block: bytes) -> tuple[str, int] | None:
     """``(name, size)`` of a plain ustar regular-file header, else None."""
-    if (
-        block[156:157] not in (b"0", b"\0")
-        or block[257:263] not in (b"ustar\x00", b"ustar ")
-        or (block[345] or block[124] & 0x80)
-    ):
+    if block[156] not in (48, 0) or block[345] or block[124] & 0x80:  # "0" or NUL: a file
+        return None
+    if block[257:265] not in _USTAR:
         return None
     try:
-        chksum = int(block[148:156].split(b"\0", 1)[0].strip() or b"0", 8)
-        size = int(block[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
-        name = block[:100].split(b"\0", 1)[0].decode("ascii")
+        size = _octal(block, 124, 11, 12)
+        chksum = _octal(block, 148, 6, 8)
+        end = block.find(b"\0", 0, 100)
+        name = block[: end if end >= 0 else 100].decode("ascii")
     except (ValueError, UnicodeDecodeError):
         return None
     if chksum != sum(block) - sum(block[148:156]) + 8 * 32 or not name or name.endswith("/"):
         return None
     return name, size
+
+
+def _octal(block: bytes, start: int, digits: int, width: int) -> int:
+    """The octal number in the ``width``-byte field at ``start``, as tarfile
+    reads it (up to a NUL, spaces stripped); first as tarfile writes it,
+    ``digits`` digits, the usual case."""
+    try:
+        return int(block[start : start + digits], 8)
+    except ValueError:
+        field = block[start : start + width]
+        return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
 
 
 def _next(tar: tarfile.TarFile, shard: str) -> tarfile.TarInfo | None:
