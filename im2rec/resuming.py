@@ -35,6 +35,7 @@ __all__ = [
     "check_replaceable",
     "finished",
     "made_with",
+    "manifest_matches",
     "recover",
     "replaceable",
     "sha256_file",
@@ -92,13 +93,11 @@ def finished(
     power loss can zero a file's tail without changing its size)."""
     try:
         manifest = read_json(files.manifest)
-        if not (
-            made_with(manifest) == state
-            and manifest["rec"]["bytes"] == files.rec.stat().st_size
-            and manifest["idx"]["bytes"] == files.idx.stat().st_size
+        if not manifest_matches(
+            manifest, state, files.rec.stat().st_size, files.idx.stat().st_size
         ):
             return False
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return False
     entries = _complete_index_lines(files.idx.read_bytes())
     if not entries:
@@ -202,6 +201,22 @@ def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
         else:
             out.append(f"with {flag} {was} (now {now})")
     return ", ".join(out) or "by another version of im2rec"
+
+
+def manifest_matches(
+    manifest: Any, state: dict[str, Any], rec_size: int | None, idx_size: int | None
+) -> bool:
+    """Whether a pack manifest says its output was made from this very list,
+    root and options (``state``) and records the sizes the files have now
+    (``None``: the file is missing)."""
+    try:
+        return bool(
+            made_with(manifest) == state
+            and manifest["rec"]["bytes"] == rec_size
+            and manifest["idx"]["bytes"] == idx_size
+        )
+    except (KeyError, TypeError):
+        return False
 
 
 def made_with(manifest: Any) -> dict[str, Any]:

@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, Im2RecError
-from ..executors import LocalExecutor
 from ..lstfile import item_line, read_lst
-from ..packing.encoding import PackOptions
 from ..packing.outcome import PackResult, result_from_manifest
-from ..packing.pipeline import Progress, pack_files, run_state, write_manifest
+from ..packing.pipeline import PackRun, pack_files, run_state, write_manifest
 from ..recordio import RecordReader, unpack
 from ..recordio.files import read_json
-from ..resuming import PartialFiles, check_replaceable, made_with
+from ..resuming import PartialFiles, check_replaceable, manifest_matches
 from .insightface import group_by_identity, identity_of_label, write_faces
 
 __all__ = ["pack_faces"]
@@ -39,35 +37,28 @@ def staging_files(files: PartialFiles) -> PartialFiles:
     return PartialFiles(files.lst.with_name(f".{files.lst.stem}.insightface.lst"))
 
 
-def pack_faces(
-    files: PartialFiles,
-    options: PackOptions,
-    root: str | os.PathLike[str] | None,
-    executor: LocalExecutor | None,
-    resume: bool,
-    on_progress: Progress | None,
-    overwrite: bool,
-) -> PackResult:
+def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     """Pack ``files.lst`` into the face layout (see the module doc)."""
+    resume = run.resume
     items = read_lst(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")
     grouped = group_by_identity(items, str(files.lst))
-    state = run_state(files, options, root)
+    state = run_state(files, run.options, run.root)
     stage = staging_files(files)
     if resume and not stage.lst.exists() and _finished(files, state):
         result = result_from_manifest(files, items, read_json(files.manifest))
         result.identities = read_json(files.manifest).get("identities")
         return result
-    if not overwrite and not (resume and stage.lst.exists()):
+    if not run.overwrite and not (resume and stage.lst.exists()):
         check_replaceable(files.rec, files.manifest, state, files.lst.name)
     text = "".join(map(item_line, grouped))
     if not stage.lst.exists() or stage.lst.read_text(encoding="utf-8") != text:
         stage.lst.write_text(text, encoding="utf-8")
-    plain = dataclasses.replace(options, layout="plain")
+    plain = dataclasses.replace(run.options, layout="plain")
     try:
         staged = pack_files(
-            stage, plain, state["root"], executor, resume, on_progress, overwrite=True
+            stage, dataclasses.replace(run, options=plain, root=state["root"], overwrite=True)
         )
     except Im2RecError as exc:  # name the user's list, not the staging one
         raise type(exc)(str(exc).replace(str(stage.lst), str(files.lst))) from exc
@@ -95,13 +86,10 @@ def _finished(files: PartialFiles, state: dict[str, Any]) -> bool:
     """The layout was written from this very list, root and options, and has
     the sizes its manifest records."""
     try:
-        manifest = read_json(files.manifest)
-        return bool(
-            made_with(manifest) == state
-            and manifest["rec"]["bytes"] == files.rec.stat().st_size
-            and manifest["idx"]["bytes"] == files.idx.stat().st_size
+        return manifest_matches(
+            read_json(files.manifest), state, files.rec.stat().st_size, files.idx.stat().st_size
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return False
 
 

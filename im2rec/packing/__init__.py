@@ -29,7 +29,7 @@ from .outcome import (
     likely_cause,
     result_from_manifest,
 )
-from .pipeline import FETCHERS, Progress, pack_files, pack_list, resolve_root, run_state
+from .pipeline import FETCHERS, PackRun, Progress, pack_files, pack_list, resolve_root, run_state
 
 __all__ = [
     "DiskFullError",
@@ -40,6 +40,7 @@ __all__ = [
     "PackInterrupted",
     "PackOptions",
     "PackResult",
+    "PackRun",
     "Packed",
     "Progress",
     "all_failed",

@@ -9,6 +9,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,27 @@ def pack_list(
     :class:`~im2rec.errors.DatasetError` instead of being replaced.
     Raises :class:`~im2rec.atomic.BusyError` while another process packs
     the same list."""
+    run = PackRun(options, root, executor, resume, on_progress, overwrite)
     if is_url(lst):
         from ..storage.spooled import pack_remote
 
-        return pack_remote(
-            os.fspath(lst), options, root=root, executor=executor, resume=resume,
-            on_progress=on_progress, overwrite=overwrite,
-        )  # fmt: skip
+        return pack_remote(os.fspath(lst), run)
     files = PartialFiles(Path(lst))
     with exclusive(files.lst, "packing"):
-        return pack_files(files, options, root, executor, resume, on_progress, overwrite)
+        return pack_files(files, run)
+
+
+@dataclass(frozen=True)
+class PackRun:
+    """How one list is packed: :func:`pack_list`'s arguments beside the list,
+    handed down unchanged to the layout and store variants."""
+
+    options: PackOptions
+    root: str | os.PathLike[str] | None = None
+    executor: LocalExecutor | None = None
+    resume: bool = False
+    on_progress: Progress | None = None
+    overwrite: bool = True
 
 
 def run_state(
@@ -84,26 +96,19 @@ def run_state(
     }
 
 
-def pack_files(
-    files: PartialFiles,
-    options: PackOptions,
-    root: str | os.PathLike[str] | None,
-    executor: LocalExecutor | None,
-    resume: bool,
-    on_progress: Progress | None,
-    overwrite: bool,
-) -> PackResult:
+def pack_files(files: PartialFiles, run: PackRun) -> PackResult:
     """:func:`pack_list` of a local list, the caller holding its lock."""
-    if options.layout == "insightface":
+    if run.options.layout == "insightface":
         from ..formats.faces_pack import pack_faces
 
-        return pack_faces(files, options, root, executor, resume, on_progress, overwrite)
+        return pack_faces(files, run)
+    options, resume = run.options, run.resume
     items = read_lst(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")
-    state = run_state(files, options, root)
+    state = run_state(files, options, run.root)
     root_s = state["root"]
-    if not overwrite and not (resume and _partial_state(files) == state):
+    if not run.overwrite and not (resume and _partial_state(files) == state):
         # (a run that may replace it, --overwrite given, left this partial output)
         check_replaceable(files.rec, files.manifest, state, files.lst.name)
     # A partial output is newer than any finished one: it wins.
@@ -132,8 +137,8 @@ def pack_files(
         from .. import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
     t0 = time.perf_counter()
     with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
-        _write_records(items, start, encoder, executor or LocalExecutor(1),
-                       writer, report, result, on_progress)  # fmt: skip
+        _write_records(items, start, encoder, run.executor or LocalExecutor(1),
+                       writer, report, result, run.on_progress)  # fmt: skip
     result.seconds = time.perf_counter() - t0
     _finish(files, writer, result, state)
     if not result.records and result.failures:

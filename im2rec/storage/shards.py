@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..resuming import made_with, replaceable
+from ..resuming import manifest_matches, replaceable
 from .objects import publish, read_manifest, remove, size_of
 
 if TYPE_CHECKING:
@@ -47,12 +47,10 @@ def published_shard(spec: ShardSpec) -> ShardResult | None:
     from ..sharding import ShardResult
 
     manifest = read_manifest(_url(spec, ".pack.json"))
-    try:
-        ok = made_with(manifest) == spec.state() and all(
-            size_of(_url(spec, f".{kind}")) == manifest[kind]["bytes"] for kind in ("rec", "idx")
-        )
-    except (KeyError, TypeError):
+    if not manifest:
         return None
+    sizes = [size_of(_url(spec, f".{kind}")) for kind in ("rec", "idx")]
+    ok = sizes[0] is not None and manifest_matches(manifest, spec.state(), *sizes)
     return ShardResult.verified(spec, manifest) if ok else None
 
 

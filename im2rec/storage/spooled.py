@@ -14,6 +14,7 @@ finished ``.rec`` made otherwise is not replaced without ``overwrite``, and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -23,10 +24,9 @@ from typing import Any
 
 from ..atomic import AtomicGroup, exclusive
 from ..errors import MissingFileError
-from ..executors import LocalExecutor
 from ..lstfile import read_lst
-from ..packing import PackOptions, PackResult, Progress, pack_files, result_from_manifest, run_state
-from ..resuming import PartialFiles, made_with, replaceable
+from ..packing import PackResult, PackRun, pack_files, result_from_manifest, run_state
+from ..resuming import PartialFiles, manifest_matches, replaceable
 from . import read_bytes, sibling
 from .objects import list_names, publish, read_manifest, remove, size_of, spool_for, url_join
 
@@ -52,34 +52,24 @@ def spooled_list(url: str) -> Iterator[tuple[Path, Callable[[], str]]]:
     shutil.rmtree(spool, ignore_errors=True)
 
 
-def pack_remote(
-    lst: str,
-    options: PackOptions,
-    *,
-    root: str | os.PathLike[str] | None,
-    executor: LocalExecutor | None,
-    resume: bool,
-    on_progress: Progress | None,
-    overwrite: bool,
-) -> PackResult:
+def pack_remote(lst: str, run: PackRun) -> PackResult:
     """Pack the list at the URL ``lst`` (see the module doc)."""
     with spooled_list(lst) as (local, root_found):
         files = PartialFiles(local)
         urls = {kind: sibling(lst, suffix) for kind, suffix in _OUTPUTS.items()}
         urls["lst"] = lst
-        state = run_state(files, options, root if root is not None else root_found())
+        root = run.root if run.root is not None else root_found()
+        state = run_state(files, run.options, root)
         manifest = read_manifest(urls["manifest"])
         rec_size = size_of(urls["rec"])
-        if resume and not files.state.exists() and _done(manifest, state, rec_size, urls["idx"]):
+        resuming = run.resume and files.state.exists()
+        if run.resume and not resuming and _done(manifest, state, rec_size, urls["idx"]):
             result = result_from_manifest(files, read_lst(local), manifest)
             result.urls = urls
             return result
-        resuming = resume and files.state.exists()
-        if not overwrite and not resuming and rec_size is not None:
+        if not run.overwrite and not resuming and rec_size is not None:
             replaceable(urls["rec"], rec_size, manifest, state, local.name)
-        result = pack_files(
-            files, options, state["root"], executor, resume, on_progress, overwrite=True
-        )
+        result = pack_files(files, dataclasses.replace(run, root=state["root"], overwrite=True))
         report = result.failure_report
         pairs = [(result.rec, urls["rec"]), (result.idx, urls["idx"])]
         if report is not None:
@@ -95,14 +85,7 @@ def pack_remote(
 def _done(manifest: Any, state: dict[str, Any], rec_size: int | None, idx: str) -> bool:
     """The store holds the finished output of this very list, root and
     options, at the sizes its manifest records (objects are written whole)."""
-    try:
-        return bool(
-            made_with(manifest) == state
-            and manifest["rec"]["bytes"] == rec_size
-            and manifest["idx"]["bytes"] == size_of(idx)
-        )
-    except (KeyError, TypeError):
-        return False
+    return rec_size is not None and manifest_matches(manifest, state, rec_size, size_of(idx))
 
 
 def find_remote_root(lst: str) -> str:
