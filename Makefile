@@ -23,9 +23,19 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
 
-install: $(VENV)/.installed ## Create .venv with im2rec (editable), Pillow-SIMD and dev tools
+# The optional C extensions (setup.py), rebuilt in place when their sources change.
+$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/decoding/*.c)
+	$(BIN)/python setup.py -q build_ext --inplace
+	@touch $@
 
-test: $(VENV)/.installed ## Run the test suite (all but the MXNet cross-checks)
+install: $(VENV)/.native ## Create .venv with im2rec (editable, C extensions built), Pillow-SIMD and dev tools
+
+# The loader benchmark's strongest reference: NVIDIA DALI's CPU pipeline (no GPU needed).
+$(VENV)/.dali: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet 'nvidia-dali-cuda120==2.4.0'
+	@touch $@
+
+test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks)
 	$(PYTEST) -m "not compat"
 
 # The reference: real MXNet 1.9.1, which imports only with numpy<1.24 (Python <= 3.11).
@@ -44,7 +54,7 @@ $(ALT_VENV)/.installed: pyproject.toml
 	$(ALT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
-compat: $(VENV)/.installed $(MX_VENV)/.installed $(ALT_VENV)/.installed ## Cross-check against MXNet 1.9.1; re-run the suite on numpy 1.x + plain Pillow
+compat: $(VENV)/.native $(MX_VENV)/.installed $(ALT_VENV)/.installed ## Cross-check against MXNet 1.9.1; re-run the suite on numpy 1.x + plain Pillow
 	IM2REC_MXNET_PYTHON=$(MX_VENV)/bin/python $(PYTEST) -m compat
 	$(ALT_VENV)/bin/python -m pytest -m "not compat" -q
 
@@ -76,7 +86,7 @@ matrix: .venv-lowest/.installed .venv-newest/.installed ## The suite on Python 3
 package: ## Build sdist + wheel, twine check, and a no-compiler install beside a preinstalled Pillow
 	scripts/check-package.sh $(PYTHON)
 
-lint: $(VENV)/.installed ## ruff (lint + format check) and mypy --strict
+lint: $(VENV)/.native ## ruff (lint + format check) and mypy --strict
 	$(BIN)/ruff check im2rec tests bench
 	$(BIN)/ruff format --check im2rec tests bench
 	$(BIN)/mypy
@@ -91,7 +101,7 @@ OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_rem
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
-bench: $(VENV)/.installed $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios); fails on a missed target
+bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios); fails on a missed target
 	@failed=""; \
 	for b in $(MX_BENCHES) $(OWN_BENCHES); do \
 		echo "== $$b"; \
@@ -106,7 +116,7 @@ golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 
 DEMO := build/demo
 
-demo: $(VENV)/.installed ## List and pack the bundled examples/ images end to end (in build/demo)
+demo: $(VENV)/.native ## List and pack the bundled examples/ images end to end (in build/demo)
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
 	cd $(DEMO) && $(CURDIR)/$(BIN)/rec list $(CURDIR)/examples/example --recursive
 	cd $(DEMO) && $(CURDIR)/$(BIN)/rec pack --pass-through --pack-label --num-workers 2

@@ -36,8 +36,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ITER_TARGET = 1.0
+TRAIN_TARGET = 1.5  # RecordDataset + Augmenter vs the usual class, training transform (issue 20)
+#: (row, which .rec, DALI's pipeline): RandomResizedCrop on 256-px and on
+#: photo-sized images, and a plain random 224 crop
+DALI_ROWS = (("rrc_256", "256", "rrc"), ("rrc_full", "full", "rrc"), ("crop_256", "256", "crop"))
+DALI_TARGETS = {"rrc_256": 1.3, "rrc_full": 1.5, "crop_256": 1.1}
+DALI_LABELS = {
+    "rrc_256": "RandomResizedCrop, 256-px",
+    "rrc_full": "RandomResizedCrop, full-size",
+    "crop_256": "random 224 crop, 256-px",
+}
 RECIPE_TARGET = 1.3  # with GluonCV's training augmentation (issue 17)
 # RecordDataset's old 2x target is retired: two processes doing nothing but
 # decoding (the ceiling printed beside it) reach 1.06-1.35x the usual class.
@@ -50,12 +61,13 @@ kw = dict(path_imgrec=rec, path_imgidx=rec[:-4] + ".idx", data_shape=(3, 224, 22
           batch_size=64, shuffle=True, rand_mirror=True,
           mean_r=123.68, mean_g=116.78, mean_b=103.94, std_r=58.4, std_g=57.12, std_b=57.38,
           preprocess_threads=workers, prefetch_buffer=4, ctx="cpu")
-if impl.endswith("-recipe"):  # GluonCV's train_imagenet.py --use-rec, option for option
-    impl = impl[: -len("-recipe")]
+impl, _, variant = impl.partition("-")
+if variant in ("recipe", "rrc"):  # GluonCV's train_imagenet.py --use-rec, option for option
     kw.update(random_resized_crop=True, max_aspect_ratio=4. / 3., min_aspect_ratio=3. / 4.,
-              max_random_area=1, min_random_area=0.08, brightness=0.4, saturation=0.4,
-              contrast=0.4, pca_noise=0.1)
-else:
+              max_random_area=1, min_random_area=0.08)
+if variant == "recipe":  # and its colour jitter
+    kw.update(brightness=0.4, saturation=0.4, contrast=0.4, pca_noise=0.1)
+elif variant != "rrc":
     kw.update(rand_crop=True)
 if impl == "mx":
     import mxnet as mx
@@ -78,6 +90,101 @@ for epoch in range(epochs + 1):
     else:  # and is checked: every record once (MXNet's later epochs start after the wrap)
         first = {"images": n, "label_sum": labels}
 print(json.dumps({"images_per_s": max(rates), **first}))
+"""
+
+DALI = r"""
+import json, sys, time
+import numpy as np
+from nvidia.dali import fn, pipeline_def, types
+
+mode, rec, workers, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+
+@pipeline_def(batch_size=64, num_threads=workers, device_id=None, seed=0)
+def pipeline():
+    # DALI's own fused decoders: the crop window is drawn first and only it
+    # is decoded (libjpeg-turbo's ROI decoding), as in DALI's ImageNet examples.
+    jpegs, labels = fn.readers.mxnet(path=[rec], index_path=[rec[:-4] + ".idx"],
+                                     random_shuffle=True, name="Reader")
+    if mode == "rrc":
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0],
+                                               random_aspect_ratio=[3 / 4, 4 / 3])
+        images = fn.resize(images, resize_x=224, resize_y=224)
+    else:
+        images = fn.decoders.image_crop(jpegs, device="cpu", output_type=types.RGB,
+                                        crop=(224, 224),
+                                        crop_pos_x=fn.random.uniform(range=(0.0, 1.0)),
+                                        crop_pos_y=fn.random.uniform(range=(0.0, 1.0)))
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                      mean=[123.68, 116.78, 103.94], std=[58.4, 57.12, 57.38],
+                                      mirror=fn.random.coin_flip())
+    return images, labels
+
+
+pipe = pipeline()
+pipe.build()
+size = pipe.epoch_size("Reader")
+rates = []
+for epoch in range(epochs + 1):
+    t0, n, labels = time.perf_counter(), 0, 0.0
+    while n < size:  # one epoch: the last batch's padding is not counted
+        data, label = pipe.run()
+        batch = np.asarray(data.as_tensor())  # the batch as one numpy array, as ours gives
+        assert batch.shape[1:] == (3, 224, 224) and batch.dtype == np.float32
+        real = min(len(batch), size - n)
+        n += real
+        labels += float(np.asarray(label.as_tensor())[:real].sum())
+    if epoch:
+        rates.append(n / (time.perf_counter() - t0))
+print(json.dumps({"images_per_s": max(rates), "images": n, "label_sum": labels}))
+"""
+
+BOUND = r"""
+import json, math, sys, time
+import numpy as np
+from im2rec.decoding import _jpeg
+from im2rec.decoding.jpeg import _draft_scale
+from im2rec.recordio import IndexedRecordReader, unpack
+
+mode, rec, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+reader = IndexedRecordReader(rec)
+payloads = [bytes(unpack(reader[i])[1]) for i in range(min(len(reader), 1000))]
+rng = np.random.default_rng(0)
+
+
+def window(width, height):  # the crop the iterator draws (MXNet's and DALI's rules)
+    if mode == "crop":
+        x, y = rng.integers(0, width - 223), rng.integers(0, height - 223)
+        return x, y, x + 224, y + 224
+    for _ in range(10):
+        area = rng.uniform(0.08, 1) * width * height
+        aspect = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+        w, h = round(math.sqrt(area * aspect)), round(math.sqrt(area / aspect))
+        if w <= width and h <= height:
+            x, y = rng.integers(0, width - w + 1), rng.integers(0, height - h + 1)
+            return x, y, x + w, y + h
+    side = min(width, height)
+    return (width - side) // 2, (height - side) // 2, (width + side) // 2, (height + side) // 2
+
+
+jobs = []
+for payload in payloads:
+    width, height = _jpeg.header(payload)[:2]
+    box = tuple(int(v) for v in window(width, height))
+    scale = _draft_scale((width, height), box, (224, 224))
+    sw, sh = -(-width // scale), -(-height // scale)
+    region = (box[0] * sw // width, box[1] * sh // height,
+              -(-box[2] * sw // width), -(-box[3] * sh // height))
+    jobs.append((payload, scale, region))
+best = float("inf")
+for attempt in range(4):
+    t0 = time.process_time()
+    for payload, scale, (l, t, r, b) in jobs:
+        _jpeg.decode(payload, scale, l, t, r, b, False, 1 << 30)
+    if attempt:
+        best = min(best, (time.process_time() - t0) / len(jobs))
+print(json.dumps({"images_per_s": workers / best}))
 """
 
 DATASET = r"""
@@ -181,9 +288,22 @@ print(json.dumps({"images_per_s": max(rates), "images": n, "label_sum": labels})
 """
 
 
-def make_rec(path: Path, n: int) -> None:
+def photo(rng: Any, size: tuple[int, int]) -> bytes:
+    """A smooth colour field with grain, quality 90: compresses like a photo."""
     import numpy as np
     from PIL import Image
+
+    low = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    field = np.asarray(Image.fromarray(low).resize(size, Image.Resampling.BICUBIC), np.int16)
+    grain = rng.integers(-8, 9, (size[1], size[0], 1), dtype=np.int16)
+    out = io.BytesIO()
+    Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def make_rec(path: Path, n: int) -> None:
+    """256-px short side, alternately landscape and portrait (an ImageNet rec)."""
+    import numpy as np
 
     from im2rec.recordio import IndexedRecordWriter, IRHeader, pack
 
@@ -191,16 +311,21 @@ def make_rec(path: Path, n: int) -> None:
     with IndexedRecordWriter(path) as w:
         for i in range(n):
             size = (256, 341) if i % 2 else (341, 256)
-            low = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
-            field = np.asarray(
-                Image.fromarray(low).resize(size, Image.Resampling.BICUBIC), np.int16
-            )
-            grain = rng.integers(-8, 9, (size[1], size[0], 1), dtype=np.int16)
-            out = io.BytesIO()
-            Image.fromarray(np.clip(field + grain, 0, 255).astype(np.uint8)).save(
-                out, "JPEG", quality=90
-            )
-            w.write_key(i, pack(IRHeader(0, i % 100, i, 0), out.getvalue()))
+            w.write_key(i, pack(IRHeader(0, i % 100, i, 0), photo(rng, size)))
+
+
+def make_full_size_rec(path: Path, n: int) -> None:
+    """Photo-sized JPEGs: 4:3 images from 300x225 to 1024x768, quality 90."""
+    import numpy as np
+
+    from im2rec.recordio import IndexedRecordWriter, IRHeader, pack
+
+    rng = np.random.default_rng(1)
+    with IndexedRecordWriter(path) as w:
+        for i in range(n):
+            width = int(rng.integers(300, 1025))
+            size = (width, width * 3 // 4)
+            w.write_key(i, pack(IRHeader(0, i % 100, i, 0), photo(rng, size)))
 
 
 CEILING = r"""
@@ -249,6 +374,48 @@ def run(
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def against_dali(
+    recs: dict[str, Path], mx_python: str, workers: int, epochs: int
+) -> dict[str, dict[str, Any]]:
+    """The DALI table (issue 20): for each row, DALI's CPU pipeline, ours,
+    MXNet's iterator with the same options, and the decode-only bound."""
+    rows: dict[str, dict[str, Any]] = {}
+    for name, rec_kind, mode in DALI_ROWS:
+        rec = recs[rec_kind]
+        suffix = "-rrc" if mode == "rrc" else ""
+        dali = run(sys.executable, DALI, mode, rec, workers, epochs)
+        mine = run(sys.executable, ITERATOR, "im2rec" + suffix, rec, workers, epochs)
+        theirs = run(mx_python, ITERATOR, "mx" + suffix, rec, workers, epochs)
+        bound = run(sys.executable, BOUND, mode, rec, workers, epochs)["images_per_s"]
+        target = DALI_TARGETS[name]
+        ratio = mine["images_per_s"] / dali["images_per_s"]
+        # The issue's rule: a target past the decode-only bound is replaced
+        # by the bound, which must then be met within 10%.
+        beyond = bound / dali["images_per_s"] < target
+        met = ratio >= target or (beyond and mine["images_per_s"] >= 0.9 * bound)
+        rows[name] = {
+            "dali": dali["images_per_s"], "im2rec": mine["images_per_s"],
+            "mx": theirs["images_per_s"], "bound": bound, "ratio": ratio, "target": target,
+            "target_beyond_bound": beyond, "met": met,
+            "same_records": (dali["images"], dali["label_sum"])
+            == (mine["images"], mine["label_sum"]),
+        }  # fmt: skip
+    return rows
+
+
+def print_dali(rows: dict[str, dict[str, Any]], workers: int) -> None:
+    print(f"against NVIDIA DALI's CPU pipeline, {workers} threads/workers each, batches of 64")
+    print(f"{'':28} {'DALI':>7} {'im2rec':>7} {'MXNet':>7} {'bound':>7}   ratio (target)")
+    for name, r in rows.items():
+        note = "" if r["met"] else "   MISSED"
+        if r["target_beyond_bound"]:
+            note += f"   (target past the bound: {r['im2rec'] / r['bound']:.2f}x of it)"
+        print(
+            f"{DALI_LABELS[name]:28} {r['dali']:7,.0f} {r['im2rec']:7,.0f} {r['mx']:7,.0f} "
+            f"{r['bound']:7,.0f}   {r['ratio']:.2f}x ({r['target']}x){note}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -260,10 +427,13 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     mx_python = os.path.abspath(args.mx_python)
-    results = {}
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-loader-") as tmp:
         rec = Path(tmp) / "data.rec"
         make_rec(rec, args.images)
+        full = Path(tmp) / "full.rec"
+        make_full_size_rec(full, args.images // 3)
+        dali = against_dali({"256": rec, "full": full}, mx_python, args.workers, args.epochs)
         for name, script, suffix in (
             ("iterator", ITERATOR, ""), ("recipe", ITERATOR, "-recipe"),
             ("dataset", DATASET, ""), ("dataset_half", DATASET, "-half"),
@@ -277,13 +447,18 @@ def main() -> None:
                              "images": [theirs["images"], mine["images"]], "same_records": same}  # fmt: skip
         results["dataset"]["decode_ceiling"] = decode_ceiling(rec, args.workers)
     met = (
-        results["iterator"]["ratio"] >= ITER_TARGET and results["recipe"]["ratio"] >= RECIPE_TARGET
+        results["iterator"]["ratio"] >= ITER_TARGET
+        and results["recipe"]["ratio"] >= RECIPE_TARGET
+        and results["dataset_train"]["ratio"] >= TRAIN_TARGET
+        and all(r["met"] for r in dali.values())
     )
-    same = all(r["same_records"] for r in results.values())
-    results["targets_met"] = met and same  # type: ignore[assignment]
+    same = all(r["same_records"] for r in [*results.values(), *dali.values()])
+    results["dali"] = dali
+    results["targets_met"] = met and same
     if args.json:
         print(json.dumps(results))
     else:
+        print_dali(dali, args.workers)
         print(f"{args.images:,} JPEGs with a 256-px short side, {args.workers} workers")
         r = results["iterator"]
         print(f"{'mx.io.ImageRecordIter':28} {r['mx']:8,.0f} images/s")
@@ -313,10 +488,11 @@ def main() -> None:
             f"{'RecordDataset(min_size=...)':28} {r['im2rec']:8,.0f} images/s   ratio {r['ratio']:.2f}x"
         )
         r = results["dataset_train"]
-        print("with a training transform, float32 batches (informational)")
+        print("with a training transform, float32 batches")
         print(f"{'mx.recordio + PIL + tv ops':28} {r['mx']:8,.0f} images/s")
         print(
-            f"{'RecordDataset + Augmenter':28} {r['im2rec']:8,.0f} images/s   ratio {r['ratio']:.2f}x"
+            f"{'RecordDataset + Augmenter':28} {r['im2rec']:8,.0f} images/s   ratio {r['ratio']:.2f}x "
+            f"(target {TRAIN_TARGET}x)"
         )
         print(f"both sides read the same records (count and label sum, each row): {same}")
     sys.exit(0 if met and same else 1)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import weakref
+from collections import deque
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any
@@ -29,7 +31,9 @@ from .recordio import RecordReader, unpack
 __all__ = [
     "BatchJob",
     "BatchResult",
+    "Ring",
     "SlotLayout",
+    "SlotPool",
     "attach",
     "check_memory",
     "fill_batch",
@@ -59,11 +63,48 @@ class SlotLayout:
     def views(self, buf: Any, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(data, labels, ids)`` arrays over slot ``slot`` of ``buf``."""
         b, base = self.batch_size, slot * self.slot_bytes
-        data = np.ndarray((b, *self.data_shape), self.dtype, buf, base)
+        # frombuffer holds the buffer exported while a view lives, so the
+        # memory cannot be unmapped under it (closing the block refuses)
+        data = np.frombuffer(buf, self.dtype, b * int(np.prod(self.data_shape)), base)
         base += self.data_bytes
-        labels = np.ndarray((b, self.label_width), np.float32, buf, base)
-        ids = np.ndarray((b,), np.uint64, buf, base + b * self.label_width * 4)
-        return data, labels, ids
+        labels = np.frombuffer(buf, np.float32, b * self.label_width, base)
+        ids = np.frombuffer(buf, np.uint64, b, base + b * self.label_width * 4)
+        return data.reshape(b, *self.data_shape), labels.reshape(b, self.label_width), ids
+
+
+class SlotPool:
+    """The slots of the ring: free ones, and ones lent to the caller.
+
+    A batch handed out as a view of its slot (no copy of its pixels) keeps
+    the slot until its array is garbage-collected, whoever holds it (a
+    training step, a torch tensor made from it). At most ``lendable`` slots
+    are lent at once, so the workers always have slots to fill; past that,
+    batches are copies (a caller keeping many batches in a list)."""
+
+    def __init__(self, slots: int, lendable: int) -> None:
+        self.free: deque[int] = deque(range(slots))
+        self.lendable = max(0, lendable)
+        self._lent: set[int] = set()
+
+    def lend(self, data: np.ndarray, slot: int) -> bool:
+        """Lend ``slot`` to ``data`` (a view of it) if the pool allows."""
+        if len(self._lent) >= self.lendable:
+            return False
+        self._lent.add(slot)
+        # numpy points every view of a view at the first array that owns or
+        # exports its memory (here the frombuffer array over the ring), not
+        # at the arrays between: that one lives as long as any view does.
+        root = data
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        # the callback holds the pool's containers, not the iterator
+        weakref.finalize(root, _give_back, self.free, self._lent, slot)
+        return True
+
+
+def _give_back(free: deque[int], lent: set[int], slot: int) -> None:
+    lent.discard(slot)
+    free.append(slot)
 
 
 @dataclass(frozen=True)
@@ -177,6 +218,17 @@ def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: s
 # -- the parent's ring of slots ----------------------------------------------------
 
 
+class Ring(shared_memory.SharedMemory):
+    """The parent's block of slots. A batch lent to the caller views it, and
+    its memory must stay mapped while that view lives: closing the block
+    (the iterator closed or collected first) then leaves the mapping to the
+    last view instead of failing."""
+
+    def close(self) -> None:
+        with contextlib.suppress(BufferError):
+            super().close()
+
+
 def check_memory(size: int, slots: int) -> None:
     """Refuse a batch ring larger than half of this machine's memory before
     allocating it: batch_size, data_shape and label_width are options, and a
@@ -193,9 +245,7 @@ def check_memory(size: int, slots: int) -> None:
         )
 
 
-def release(
-    owner: int, executor: LocalExecutor | None, shm: shared_memory.SharedMemory | None
-) -> None:
+def release(owner: int, executor: LocalExecutor | None, shm: Ring | None) -> None:
     # A process forked while this iterator was alive (another iterator's
     # worker, a DataLoader worker) holds a copy of it, and its garbage
     # collector may run this finaliser: only the creator may stop the
@@ -205,9 +255,6 @@ def release(
     if executor is not None:
         executor.close()
     if shm is not None:
-        try:
-            shm.close()
-        except BufferError:
-            pass  # a view is still alive somewhere; the unlink below still frees the name
+        shm.close()  # (a Ring: a lent batch's view keeps the memory mapped)
         with contextlib.suppress(FileNotFoundError):
             shm.unlink()

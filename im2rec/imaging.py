@@ -64,7 +64,9 @@ def check_pixels(size: tuple[int, int], what: str, *, output: bool = False) -> N
 
 
 def backend_info() -> dict[str, Any]:
-    """Which imaging backend is active: Pillow-SIMD or Pillow, and libjpeg-turbo."""
+    """Which imaging backend is active: Pillow-SIMD or Pillow, its
+    libjpeg-turbo, and the libjpeg-turbo of im2rec's JPEG region decoder
+    (None when it was not built or ``IM2REC_NATIVE_JPEG=0``)."""
     from importlib import metadata
 
     import PIL
@@ -73,11 +75,15 @@ def backend_info() -> dict[str, Any]:
         simd = metadata.version("pillow-simd") == PIL.__version__
     except metadata.PackageNotFoundError:
         simd = False
+    from .decoding import jpeg
+
     turbo = features.check_feature("libjpeg_turbo")
     return {
         "backend": "Pillow-SIMD" if simd else "Pillow",
         "version": PIL.__version__,
         "libjpeg_turbo": features.version_feature("libjpeg_turbo") if turbo else None,
+        # the JPEG region decoder (im2rec.decoding), when built and switched on
+        "region_decoder": jpeg.libjpeg_turbo_version() if jpeg.enabled() else None,
     }
 
 
@@ -337,6 +343,12 @@ def decode_region(
     is cut out without resampling. Raises :class:`ImageCodecError` for data
     that is not a readable image.
     """
+    if data[:3] == b"\xff\xd8\xff":
+        from .decoding.jpeg import region
+
+        fast = region(data, color, plan, resample)  # only the part the plan keeps
+        if fast is not None:
+            return fast
     try:
         source = open_image(data)
         orientation = exif_orientation(source) if color != -1 else 1

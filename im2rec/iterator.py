@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import shared_memory
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -30,7 +29,9 @@ from .augment import Augmenter
 from .batching import (
     BatchJob,
     BatchResult,
+    Ring,
     SlotLayout,
+    SlotPool,
     check_memory,
     fill_batch,
     release,
@@ -185,12 +186,13 @@ class ImageRecordIter:
             else RecordReader(self.path_imgrec, storage_options=self.storage_options)
         )
         slots = max(1, prefetch, workers) if workers > 1 else 1
-        self._free = deque(range(slots))
         size = slots * self.layout.slot_bytes
         check_memory(size, slots)
         self._shm = None
         if self.worker_kind == "processes":
-            self._shm = shared_memory.SharedMemory(create=True, size=size)
+            self._shm = Ring(create=True, size=size)
+        # a batch can be a view of its slot while the workers keep a slot each
+        self._slots = SlotPool(slots, slots - workers if workers > 1 else 0)
         self._buf: Any = self._shm.buf if self._shm is not None else bytearray(size)
         self._finalizer = weakref.finalize(self, release, os.getpid(), self._executor, self._shm)
 
@@ -225,8 +227,9 @@ class ImageRecordIter:
         )
 
     def _top_up(self) -> None:
-        while self._free and self._next_submit < self._num_batches:
-            job = self._job(self._next_submit, self._free.popleft())
+        free = self._slots.free
+        while free and self._next_submit < self._num_batches:
+            job = self._job(self._next_submit, free.popleft())
             future: Future[BatchResult] | None = None
             if self._shm is not None and self._executor is not None:
                 args = (job, self.layout, self.augmenter, self._shm.name)
@@ -250,7 +253,7 @@ class ImageRecordIter:
                 "an ImageRecordIter worker process died (killed, out of memory, or a crash "
                 "while decoding); create the iterator again"
             ) from exc
-        return BatchBuffers(result, self.layout.views(self._buf, job.slot))
+        return BatchBuffers(result, self.layout.views(self._buf, job.slot), job.slot)
 
     # -- MXNet's DataIter API ----------------------------------------------
 
@@ -259,25 +262,33 @@ class ImageRecordIter:
         if self._next_out >= self._num_batches:
             self._current = None
             return False
+        self._top_up()  # slots given back since the last batch (the caller dropped it)
         pending = self._pending.popleft()
         self._next_out += 1
+        lent = False
         try:
             got = self._collect(pending)
-            self._current = self._make_batch(got)
+            self._current, lent = self._make_batch(got)
         finally:
-            self._free.append(pending.job.slot)
+            if not lent:
+                self._slots.free.append(pending.job.slot)
         self._top_up()
         return True
 
-    def _make_batch(self, got: BatchBuffers) -> DataBatch:
+    def _make_batch(self, got: BatchBuffers) -> tuple[DataBatch, bool]:
+        """The batch, and whether its pixels are a view of the slot (lent
+        until the caller drops them) rather than a copy."""
         result = got.result
-        data, labels, ids = (a.copy() for a in got.views)
-        del got
+        view, labels, ids = got.views
+        labels, ids = labels.copy(), ids.copy()
+        lent = self._slots.lend(view, got.slot)
+        data = view if lent else view.copy()
+        del got, view
         self.skipped.extend(result.skipped)
         if self._labels is not None:
             labels[: result.filled] = self._lookup(ids[: result.filled])
         label = labels[:, 0] if labels.shape[1] == 1 else labels
-        return DataBatch(
+        batch = DataBatch(
             data=[data.view(MXArray)],
             label=[label.view(MXArray)],
             pad=self.batch_size - result.filled_real,
@@ -285,6 +296,7 @@ class ImageRecordIter:
             provide_data=self.provide_data,
             provide_label=self.provide_label,
         )
+        return batch, lent
 
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
         assert self._labels is not None
@@ -359,7 +371,7 @@ class ImageRecordIter:
                     pending.result.result()
                 except Exception:  # noqa: BLE001 - the batch is being thrown away
                     pass
-            self._free.append(pending.job.slot)
+            self._slots.free.append(pending.job.slot)
 
     def close(self) -> None:
         """Stop the workers and free the shared memory (also done when the
@@ -383,6 +395,7 @@ class ImageRecordIter:
 class BatchBuffers(NamedTuple):
     result: BatchResult
     views: tuple[np.ndarray, np.ndarray, np.ndarray]
+    slot: int
 
 
 def _mean_over_part(**kwargs: Any) -> np.ndarray:

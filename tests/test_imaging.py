@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 
 import numpy as np
@@ -150,3 +151,12 @@ def test_backend_info() -> None:
     info = backend_info()
     assert info["backend"] in ("Pillow", "Pillow-SIMD")
     assert info["version"] == Image.__version__
+    built = importlib.util.find_spec("im2rec.decoding._jpeg") is not None
+    assert (info["region_decoder"] is not None) == built
+    if built:
+        assert info["region_decoder"].count(".") == 2  # libjpeg-turbo's x.y.z
+
+
+def test_backend_info_without_the_region_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IM2REC_NATIVE_JPEG", "0")
+    assert backend_info()["region_decoder"] is None

@@ -357,6 +357,43 @@ def test_close_frees_the_shared_memory(rec: Path) -> None:
         shared_memory.SharedMemory(name)
 
 
+def is_lent(data: np.ndarray) -> bool:
+    """Whether a batch's pixels view the iterator's ring (not a copy)."""
+    base: Any = data
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, memoryview)
+
+
+def test_batches_are_lent_views_of_the_ring_and_kept_ones_stay_intact(rec: Path) -> None:
+    options = dict(rand_crop=True, rand_mirror=True, shuffle=True, batch_size=2)
+    with make(rec, **options) as inline:  # one process: every batch a copy
+        want = [b.data[0].copy() for _ in range(4) for b in inline]
+    with make(rec, preprocess_threads=2, prefetch_buffer=4, **options) as it:
+        lent = []
+        for _ in range(3):  # a training loop drops each batch: all are views
+            for b in it:
+                lent.append(is_lent(b.data[0]))
+        assert all(lent)
+        del b  # the loop's last batch: given back
+        it.reset()
+        kept = epoch(it)  # kept batches: two lent, the rest copies
+        assert [is_lent(b.data[0]) for b in kept] == [True, True, False, False, False]
+    # closed with lent batches alive: their memory is still mapped and theirs
+    np.testing.assert_array_equal(
+        np.concatenate([b.data[0] for b in kept]), np.concatenate(want[15:])
+    )  # the fourth epoch
+    del kept
+    with make(rec, preprocess_threads=2, **options) as it:
+        got = [b.data[0] for _ in range(3) for b in it]  # kept, across epochs
+    np.testing.assert_array_equal(np.concatenate(got), np.concatenate(want[:15]))
+    with make(rec, preprocess_threads=2, **options) as it:
+        # a plain view of part of each batch, the batch dropped: numpy points
+        # a view of a view at the memory's first owner, not at the batch
+        parts = [np.asarray(b.data[0])[:1] for _ in range(3) for b in it]
+        np.testing.assert_array_equal(np.concatenate(parts), [w[0] for w in want[:15]])
+
+
 def test_threads_when_forking_is_unsafe(rec: Path) -> None:
     """With other Python threads alive, workers are threads, not forks, and
     the batches are the same."""

@@ -160,8 +160,10 @@ def test_resume_after_kill_continues_from_the_spool(s3: Any, tmp_path: Path) -> 
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        partial = list(spool.glob("*/many.rec.partial"))
-        if partial and partial[0].stat().st_size >= 1 << 20:  # a flush or more written
+        # The .idx is flushed just after the .rec: wait for both, or the kill
+        # can land between the two and leave nothing indexed to resume from.
+        indexed = list(spool.glob("*/many.idx.partial"))
+        if indexed and indexed[0].stat().st_size > 0:
             break
         time.sleep(0.01)
     if proc.poll() is not None:

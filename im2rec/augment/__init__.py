@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +30,8 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ConfigError
-from ..imaging import decode_region, opencv_mode, pixel_limit, resize
-from . import geometry
+from ..imaging import Plan, decode_region, opencv_mode, pixel_limit, resize
+from . import fused, geometry
 from .color import Photometric
 from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
 
@@ -105,6 +106,8 @@ class Augmenter:
     _mean: np.ndarray = field(init=False, repr=False, compare=False)
     _k: np.ndarray = field(init=False, repr=False, compare=False)
     _mean_int: np.ndarray = field(init=False, repr=False, compare=False)
+    _coef: tuple[list[float], list[float]] = field(init=False, repr=False, compare=False)
+    _one_pass: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = tuple(self.data_shape)
@@ -148,6 +151,15 @@ class Augmenter:
             (np.float32(self.scale) / np.asarray(self.std, np.float32)[:c])[:, None, None],
         )
         set_(self, "_mean_int", np.round(mean).astype(np.int16)[:, None, None])
+        # float32 output straight from the decoder (augment.fused): the
+        # same coefficients as _normalise, as Python floats for the C side
+        set_(self, "_coef", ([float(v) for v in self._k.ravel()],
+                             [float(v) for v in (self._mean * self._k).ravel()]))  # fmt: skip
+        set_(self, "_one_pass", (
+            self.dtype == "float32" and self.geometry_planned and not self._photo.active()
+            and self.mean_img is None and self.max_random_contrast == 0
+            and self.max_random_illumination == 0 and shape[0] in (1, 3) and fused.available()
+        ))  # fmt: skip
         if self.mean_img is not None:
             img = np.asarray(self.mean_img, np.float32)
             if img.shape != shape:
@@ -253,6 +265,10 @@ class Augmenter:
         (smaller than ``max_crop_size``)."""
         flip = self.mirror or (self.rand_mirror and rng.random() < 0.5)
         interp = geometry.pick_interp(self.inter_method, rng)
+        if self._one_pass:
+            plan, chosen = self._plan(interp, rng)
+            if fused.write(payload, _COLOR[self.channels], plan, chosen, out, *self._coef, flip):
+                return
         if self.geometry_planned:
             im = self._planned(payload, interp, rng)
         else:
@@ -274,6 +290,13 @@ class Augmenter:
     def _planned(
         self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator
     ) -> Image.Image:
+        return decode_region(payload, _COLOR[self.channels], *self._plan(interp, rng))
+
+    def _plan(
+        self, interp: geometry.Interp, rng: np.random.Generator
+    ) -> tuple[Plan, Callable[[], Image.Resampling]]:
+        """The crop planned from the image's size, and the resampling it
+        picked (once the plan has run)."""
         chosen: list[Image.Resampling] = []
         rule = self._crop
 
@@ -291,7 +314,7 @@ class Augmenter:
             sx, sy = vw / width, vh / height
             return (box[0] / sx, box[1] / sy, box[2] / sx, box[3] / sy), out
 
-        return decode_region(payload, _COLOR[self.channels], plan, lambda: chosen[0])
+        return plan, lambda: chosen[0]
 
     def _warped(
         self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator

@@ -26,8 +26,13 @@ def version_text() -> str:
     info = backend_info()
     turbo = info["libjpeg_turbo"]
     jpeg = f"libjpeg-turbo {turbo}" if turbo else "libjpeg (not turbo)"
+    region = info["region_decoder"]
+    crops = f"JPEG regions: libjpeg-turbo {region}" if region else "JPEG regions: Pillow"
     py = ".".join(map(str, sys.version_info[:3]))
-    return f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; Python {py}"
+    return (
+        f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; {crops}; "
+        f"Python {py}"
+    )
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

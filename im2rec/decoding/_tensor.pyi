@@ -1,0 +1,17 @@
+from collections.abc import Sequence
+
+def normalise(
+    out: object,
+    pixels: bytes | memoryview,
+    row_bytes: int,
+    pixel_bytes: int,
+    left: int,
+    top: int,
+    width: int,
+    height: int,
+    channels: int,
+    k: Sequence[float],
+    mk: Sequence[float],
+    flip: bool,
+    /,
+) -> None: ...
