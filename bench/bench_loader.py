@@ -105,7 +105,8 @@ def pipeline():
     # DALI's own fused decoders: the crop window is drawn first and only it
     # is decoded (libjpeg-turbo's ROI decoding), as in DALI's ImageNet examples.
     jpegs, labels = fn.readers.mxnet(path=[rec], index_path=[rec[:-4] + ".idx"],
-                                     random_shuffle=True, name="Reader")
+                                     random_shuffle=True, pad_last_batch=True,
+                                     name="Reader")  # each epoch exactly the records once
     if mode == "rrc":
         images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
                                                random_area=[0.08, 1.0],

@@ -3,8 +3,9 @@
 It takes MXNet's keyword names (spec §5.1) and yields batches with
 ``.data[0]`` ``(B, C, H, W)`` RGB, ``.label[0]`` and ``.pad``. Worker
 processes decode straight into shared memory (:mod:`im2rec.batching`); the
-parent only orders the work and copies each finished batch out, so the
-arrays it returns belong to the caller.
+parent only orders the work (running into the next epoch when this one's is
+all under way) and lends each finished batch, a view of its slot that goes
+back to the workers when the caller drops it.
 
 Where MXNet has a bug, this does the sane thing (spec §7 P14): the last
 batch's ``pad`` is right with ``round_batch=False`` and its empty slots are
@@ -162,6 +163,8 @@ class ImageRecordIter:
         self.provide_label = [DataDesc(label_name, label_shape, np.dtype(np.float32), "N")]
         self.skipped: list[tuple[int, str]] = []
         self.epoch = 0
+        # the next epoch's order and its batches under way (see _top_up)
+        self._ahead: tuple[np.ndarray, deque[_Pending]] | None = None
         self._setup_workers(preprocess_threads, prefetch_buffer)
         self._start_epoch()
 
@@ -198,29 +201,35 @@ class ImageRecordIter:
 
     def _start_epoch(self) -> None:
         n = len(self._offsets)
-        self._order = epoch_order(
-            n, self.shuffle, self.seed, self.epoch, self._chunks, self.shuffle_chunk_seed
-        )
         self._num_batches = -(-n // self.batch_size)
-        self._next_submit = self._next_out = 0
-        self._pending: deque[_Pending] = deque()
+        self._next_out = 0
         self._current: DataBatch | None = None
+        if self._ahead is not None:  # this epoch's first batches are already under way
+            self._order, self._pending = self._ahead
+        else:
+            self._order, self._pending = self._epoch_order(self.epoch), deque()
+        self._next_submit = len(self._pending)
+        self._ahead = None
         self._top_up()
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        n = len(self._offsets)
+        return epoch_order(n, self.shuffle, self.seed, epoch, self._chunks, self.shuffle_chunk_seed)
 
     # -- the work queue ----------------------------------------------------
 
-    def _job(self, batch: int, slot: int) -> BatchJob:
+    def _job(self, batch: int, slot: int, order: np.ndarray, epoch: int) -> BatchJob:
         b = self.batch_size
-        positions = self._order[batch * b : (batch + 1) * b]
+        positions = order[batch * b : (batch + 1) * b]
         real = len(positions)
         if real < b and self.round_batch:  # wrap to the start of this epoch's order
-            positions = np.concatenate([positions, self._order[: b - real]])
+            positions = np.concatenate([positions, order[: b - real]])
         return BatchJob(
             rec=str(self.path_imgrec),
             offsets=self._offsets[positions],
             real=real,
             slot=slot,
-            seed=(self.seed_aug & 0xFFFFFFFF, self.epoch, batch),
+            seed=(self.seed_aug & 0xFFFFFFFF, epoch, batch),
             labels_from_header=self._labels is None,
             skip_corrupt=self.skip_corrupt,
             storage_options=self.storage_options,
@@ -229,15 +238,28 @@ class ImageRecordIter:
     def _top_up(self) -> None:
         free = self._slots.free
         while free and self._next_submit < self._num_batches:
-            job = self._job(self._next_submit, free.popleft())
-            future: Future[BatchResult] | None = None
-            if self._shm is not None and self._executor is not None:
-                args = (job, self.layout, self.augmenter, self._shm.name)
-                future = self._executor.submit(run_job, *args)
-            elif self._executor is not None:
-                future = self._executor.submit(self._fill, job, io_bound=True)
-            self._pending.append(_Pending(job, future))
+            job = self._job(self._next_submit, free.popleft(), self._order, self.epoch)
+            self._pending.append(self._submit(job))
             self._next_submit += 1
+        if not free or self._executor is None:
+            return
+        # Every batch of this epoch is under way and slots are free: start
+        # the next epoch's, which reset() takes over, so the workers never
+        # wait at an epoch's end (DALI's readers run on the same way).
+        if self._ahead is None:
+            self._ahead = (self._epoch_order(self.epoch + 1), deque())
+        order, ahead = self._ahead
+        while free and len(ahead) < self._num_batches:
+            ahead.append(self._submit(self._job(len(ahead), free.popleft(), order, self.epoch + 1)))
+
+    def _submit(self, job: BatchJob) -> _Pending:
+        future: Future[BatchResult] | None = None
+        if self._shm is not None and self._executor is not None:
+            args = (job, self.layout, self.augmenter, self._shm.name)
+            future = self._executor.submit(run_job, *args)
+        elif self._executor is not None:
+            future = self._executor.submit(self._fill, job, io_bound=True)
+        return _Pending(job, future)
 
     def _fill(self, job: BatchJob) -> BatchResult:
         """Build ``job`` in this process (inline, or on a worker thread)."""
@@ -329,7 +351,7 @@ class ImageRecordIter:
         before any batch of the current epoch was taken changes nothing."""
         if self._next_out == 0:
             return
-        self._drain()
+        self._drain(self._pending)
         self.epoch += 1
         self._start_epoch()
 
@@ -361,11 +383,11 @@ class ImageRecordIter:
 
     # -- shutting down -----------------------------------------------------
 
-    def _drain(self) -> None:
+    def _drain(self, jobs: deque[_Pending]) -> None:
         # A running job still writes into its slot: wait for it before the
         # slot is reused; queued ones are cancelled.
-        while self._pending:
-            pending = self._pending.popleft()
+        while jobs:
+            pending = jobs.popleft()
             if pending.result is not None and not pending.result.cancel():
                 try:
                     pending.result.result()
@@ -377,6 +399,7 @@ class ImageRecordIter:
         """Stop the workers and free the shared memory (also done when the
         iterator is garbage-collected)."""
         self._pending.clear()
+        self._ahead = None
         self._finalizer()
 
     def __enter__(self) -> ImageRecordIter:

@@ -141,14 +141,25 @@ def test_the_normaliser_checks_every_size() -> None:
             _normalise(**bad)
 
 
-def test_the_normaliser_computes_numpys_values() -> None:
-    rng = np.random.default_rng(0)
-    pixels = rng.integers(0, 256, (7, 9, 4), np.uint8)
-    k = np.float32(1 / 255) / np.array([0.229, 0.224, 0.225], np.float32)
-    mk = np.array([0.485, 0.456, 0.406], np.float32) * 255 * k
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 7, 8, 9, 16, 223, 224])
+@pytest.mark.parametrize(
+    ("step", "channels"), [(4, 3), (3, 3), (1, 3), (1, 1)], ids=["rgbx", "rgb", "gray3", "gray"]
+)
+def test_the_normaliser_computes_numpys_values(width: int, step: int, channels: int) -> None:
+    # every width around the four-pixel vector loop (its tail, mirrored or
+    # not), and outputs aligned for streaming stores or not
+    rng = np.random.default_rng(width)
+    pixels = rng.integers(0, 256, (7, width + 3, step), np.uint8)
+    k = (np.float32(1 / 255) / np.array([0.229, 0.224, 0.225], np.float32))[:channels]
+    mk = (np.array([0.485, 0.456, 0.406], np.float32) * 255 * k)[:channels]
     for flip in (False, True):
-        out = np.empty((3, 5, 6), np.float32)
-        tensor.normalise(out, pixels.tobytes(), 36, 4, 2, 1, 6, 5, 3, k.tolist(), mk.tolist(), flip)
-        planes = pixels[1:6, 2:8, :3].transpose(2, 0, 1)
-        want = planes[:, :, ::-1] * k[:, None, None] if flip else planes * k[:, None, None]
-        np.testing.assert_array_equal(out, want - mk[:, None, None])
+        for shift in (0, 1):  # 1: the output starts 4 bytes past a 16-byte boundary
+            size = channels * 5 * width
+            out = np.empty(size + 4, np.float32)[shift : shift + size].reshape(channels, 5, width)
+            tensor.normalise(out, pixels.tobytes(), (width + 3) * step, step, 2, 1, width, 5,
+                             channels, k.tolist(), mk.tolist(), flip)  # fmt: skip
+            window = pixels[1:6, 2 : 2 + width]
+            planes = window[:, :, :3] if step > 1 else window[:, :, [0] * channels]
+            planes = planes.transpose(2, 0, 1)
+            want = planes[:, :, ::-1] * k[:, None, None] if flip else planes * k[:, None, None]
+            np.testing.assert_array_equal(out, want - mk[:, None, None])

@@ -212,6 +212,28 @@ def test_shuffle_and_augmentation_are_reproducible_and_worker_independent(rec: P
             np.testing.assert_array_equal(a, b)
 
 
+def test_the_next_epoch_runs_ahead_and_resets_anywhere_keep_the_batches(rec: Path) -> None:
+    # Workers start the next epoch's batches once this epoch's are all under
+    # way; whatever the caller does (a reset mid-epoch, after the run-ahead
+    # began or before), each epoch's batches are those of a run without it.
+    def run(threads: int) -> list[np.ndarray]:
+        with make(rec, preprocess_threads=threads, prefetch_buffer=6, **AUGMENT) as it:
+            got = [b.data[0].copy() for b in it]  # epoch 0
+            assert threads == 1 or it._ahead is not None and len(it._ahead[1]) > 0
+            it.reset()
+            got += [it.next().data[0].copy() for _ in range(len(it) - 1)]  # all but one
+            it.reset()
+            got.append(it.next().data[0].copy())  # one
+            it.reset()
+            got += [b.data[0].copy() for b in it]  # epoch 3
+            return got
+
+    want = run(1)
+    assert len(want) == 3 + 2 + 1 + 3  # 10 records, batches of 4
+    for a, b in zip(want, run(2), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_each_shuffled_epoch_is_a_new_permutation(rec: Path) -> None:
     it = make(rec, **AUGMENT, round_batch=False)
     orders = [[int(v) for b in it for v in b.label[0][: 4 - b.pad]] for _ in range(3)]

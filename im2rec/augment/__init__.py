@@ -31,7 +31,7 @@ from PIL import Image
 
 from ..errors import ConfigError
 from ..imaging import Plan, decode_region, opencv_mode, pixel_limit, resize
-from . import fused, geometry
+from . import fused, geometry, reuse
 from .color import Photometric
 from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
 
@@ -384,10 +384,12 @@ class Augmenter:
             out += self._k * np.float32(illum)  # illumination * scale / std
 
     def __call__(self, payload: bytes | memoryview) -> np.ndarray:
-        """A new ``data_shape`` array for ``payload``; the random draws come
-        from a per-process generator seeded from :mod:`random` (which torch's
-        DataLoader seeds differently in each worker)."""
-        out = np.empty(self.data_shape, self.dtype)
+        """A ``data_shape`` array for ``payload``, yours until you drop it
+        (then a later call may reuse its memory: :mod:`im2rec.augment.reuse`);
+        the random draws come from a per-process generator seeded from
+        :mod:`random` (which torch's DataLoader seeds differently in each
+        worker)."""
+        out = reuse.new_array(self.data_shape, self.dtype)
         self.write(payload, out, _process_rng())
         return out
 

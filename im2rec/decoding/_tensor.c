@@ -77,6 +77,52 @@ static inline __attribute__((always_inline)) void colour_row(
     }
 }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <stdint.h>
+
+/* RGBX rows with SSE2, four pixels at a time: the mirror is a shuffle of the
+   four pixels read from the other end, and aligned planes are written with
+   streaming stores (a sample is 600 kB of a batch nobody reads before the
+   batch is done: not worth the cache, nor the read for ownership). Multiply
+   then subtract, as the scalar loop and numpy do: the same float32 values. */
+static int rgbx_row(const unsigned char *restrict row, float *restrict line, size_t plane,
+                    Py_ssize_t width, const float *k, const float *mk, int flip) {
+    float *restrict r = line, *restrict g = line + plane, *restrict b = line + 2 * plane;
+    const int stream = ((uintptr_t)r | (uintptr_t)g | (uintptr_t)b) % 16 == 0;
+    const __m128 k0 = _mm_set1_ps(k[0]), k1 = _mm_set1_ps(k[1]), k2 = _mm_set1_ps(k[2]);
+    const __m128 m0 = _mm_set1_ps(mk[0]), m1 = _mm_set1_ps(mk[1]), m2 = _mm_set1_ps(mk[2]);
+    const __m128i low = _mm_set1_epi32(0xff);
+    Py_ssize_t x = 0;
+    for (; x + 4 <= width; x += 4) {
+        __m128i px;
+        if (flip) {  /* output x..x+3 are input width-1-x down to width-4-x */
+            px = _mm_loadu_si128((const __m128i *)(row + (size_t)(width - 4 - x) * 4));
+            px = _mm_shuffle_epi32(px, _MM_SHUFFLE(0, 1, 2, 3));
+        } else {
+            px = _mm_loadu_si128((const __m128i *)(row + (size_t)x * 4));
+        }
+        __m128 v0 = _mm_cvtepi32_ps(_mm_and_si128(px, low));
+        __m128 v1 = _mm_cvtepi32_ps(_mm_and_si128(_mm_srli_epi32(px, 8), low));
+        __m128 v2 = _mm_cvtepi32_ps(_mm_and_si128(_mm_srli_epi32(px, 16), low));
+        v0 = _mm_sub_ps(_mm_mul_ps(v0, k0), m0);
+        v1 = _mm_sub_ps(_mm_mul_ps(v1, k1), m1);
+        v2 = _mm_sub_ps(_mm_mul_ps(v2, k2), m2);
+        if (stream) {
+            _mm_stream_ps(r + x, v0);
+            _mm_stream_ps(g + x, v1);
+            _mm_stream_ps(b + x, v2);
+        } else {
+            _mm_storeu_ps(r + x, v0);
+            _mm_storeu_ps(g + x, v1);
+            _mm_storeu_ps(b + x, v2);
+        }
+    }
+    return (int)x;  /* the scalar loop does the rest */
+}
+#define HAVE_RGBX_ROW 1
+#endif
+
 static PyObject *normalise(PyObject *self, PyObject *args) {
     PyObject *out_obj, *pix_obj, *k_obj, *mk_obj;
     Py_ssize_t row_bytes, pixel_bytes, left, top, width, height, channels;
@@ -116,13 +162,24 @@ static PyObject *normalise(PyObject *self, PyObject *args) {
         float *line = dst + (size_t)y * (size_t)width;
         if (channels == 1)
             gray_row(row, line, width, k[0], mk[0], flip);
-        else if (pixel_bytes == 4)  /* a constant step: the loop vectorises */
-            colour_row(row, 4, line, plane, width, k, mk, flip);
+        else if (pixel_bytes == 4) {
+            Py_ssize_t done = 0;
+#ifdef HAVE_RGBX_ROW
+            done = rgbx_row(row, line, plane, width, k, mk, flip);
+#endif
+            /* the last 0-3 outputs: mirrored, they are inputs 0..rest-1 */
+            if (done < width)
+                colour_row(flip ? row : row + (size_t)done * 4, 4, line + done, plane,
+                           width - done, k, mk, flip);
+        }
         else if (pixel_bytes == 3)
             colour_row(row, 3, line, plane, width, k, mk, flip);
         else
             colour_row(row, 1, line, plane, width, k, mk, flip);
     }
+#ifdef HAVE_RGBX_ROW
+    _mm_sfence();  /* the streamed planes are visible before the batch is handed on */
+#endif
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
