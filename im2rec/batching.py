@@ -17,23 +17,28 @@ import os
 import sys
 import weakref
 from collections import deque
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from .augment import Augmenter
 from .errors import ConfigError, ImageCodecError, RecordFormatError
-from .executors import LocalExecutor, check_stop
+from .executors import LocalExecutor, WorkerCrashed, check_stop, default_workers, fork_is_safe
 from .recordio import RecordReader, unpack
 
 __all__ = [
+    "BatchBuffers",
     "BatchJob",
     "BatchResult",
+    "Pending",
     "Ring",
     "SlotLayout",
     "SlotPool",
+    "Workers",
     "attach",
     "check_memory",
     "fill_batch",
@@ -258,3 +263,96 @@ def release(owner: int, executor: LocalExecutor | None, shm: Ring | None) -> Non
         shm.close()  # (a Ring: a lent batch's view keeps the memory mapped)
         with contextlib.suppress(FileNotFoundError):
             shm.unlink()
+
+
+# -- who builds the batches ------------------------------------------------------
+
+
+class Pending(NamedTuple):
+    """A batch under way: its job, and the future of a worker building it
+    (None: this process builds it when it is wanted)."""
+
+    job: BatchJob
+    result: Future[BatchResult] | None
+
+
+class BatchBuffers(NamedTuple):
+    result: BatchResult
+    views: tuple[np.ndarray, np.ndarray, np.ndarray]
+    slot: int
+
+
+class Workers:
+    """Who builds an iterator's batches, and where: worker processes filling
+    a shared-memory ring when they can be forked (they inherit everything
+    loaded and need no ``if __name__ == "__main__"`` guard, which MXNet
+    scripts lack); threads otherwise (Pillow and numpy release the GIL while
+    they decode and convert, so threads still overlap most of the work); or
+    this process, for one worker. Released when closed or collected."""
+
+    def __init__(
+        self,
+        threads: int | None,
+        prefetch: int,
+        layout: SlotLayout,
+        augmenter: Augmenter,
+        rec: str,
+        storage_options: dict[str, Any] | None,
+    ) -> None:
+        count = min(4, default_workers()) if threads is None else max(0, threads)
+        self.count = count
+        self.kind: Literal["inline", "processes", "threads"] = (
+            "inline" if count <= 1 else "processes" if fork_is_safe() else "threads"
+        )
+        self.layout, self.augmenter = layout, augmenter
+        self.executor = None if count <= 1 else LocalExecutor(count)
+        # Threads and the inline path share one reader (pread needs no lock);
+        # worker processes open the file themselves.
+        self.reader = (
+            None if self.kind == "processes" else RecordReader(rec, storage_options=storage_options)
+        )
+        slots = max(1, prefetch, count) if count > 1 else 1
+        size = slots * layout.slot_bytes
+        check_memory(size, slots)
+        self.shm = Ring(create=True, size=size) if self.kind == "processes" else None
+        # a batch can be a view of its slot while the workers keep a slot each
+        self.slots = SlotPool(slots, slots - count if count > 1 else 0)
+        self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
+        self.finalizer = weakref.finalize(self, release, os.getpid(), self.executor, self.shm)
+
+    def submit(self, job: BatchJob) -> Pending:
+        future: Future[BatchResult] | None = None
+        if self.shm is not None and self.executor is not None:
+            future = self.executor.submit(run_job, job, self.layout, self.augmenter, self.shm.name)
+        elif self.executor is not None:
+            future = self.executor.submit(self.fill, job, io_bound=True)
+        return Pending(job, future)
+
+    def fill(self, job: BatchJob) -> BatchResult:
+        """Build ``job`` in this process (inline, or on a worker thread)."""
+        assert self.reader is not None
+        return fill_batch(job, self.reader, self.augmenter, self.layout.views(self.buf, job.slot))
+
+    def collect(self, pending: Pending) -> BatchBuffers:
+        job = pending.job
+        try:
+            result = self.fill(job) if pending.result is None else pending.result.result()
+        except BrokenProcessPool as exc:
+            raise WorkerCrashed(
+                "an ImageRecordIter worker process died (killed, out of memory, or a crash "
+                "while decoding); create the iterator again"
+            ) from exc
+        return BatchBuffers(result, self.layout.views(self.buf, job.slot), job.slot)
+
+    def drain(self, jobs: deque[Pending]) -> None:
+        """Give back the slots of batches no longer wanted: a running job
+        still writes into its slot, so it is waited for; queued ones are
+        cancelled."""
+        while jobs:
+            pending = jobs.popleft()
+            if pending.result is not None and not pending.result.cancel():
+                try:
+                    pending.result.result()
+                except Exception:  # noqa: BLE001 - the batch is being thrown away
+                    pass
+            self.slots.free.append(pending.job.slot)

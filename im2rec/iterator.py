@@ -17,29 +17,15 @@ from __future__ import annotations
 
 import inspect
 import os
-import weakref
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
 from .augment import Augmenter
-from .batching import (
-    BatchJob,
-    BatchResult,
-    Ring,
-    SlotLayout,
-    SlotPool,
-    check_memory,
-    fill_batch,
-    release,
-    run_job,
-)
+from .batching import BatchBuffers, BatchJob, Pending, SlotLayout, Workers
 from .errors import ConfigError, Im2RecError
-from .executors import LocalExecutor, WorkerCrashed, default_workers, fork_is_safe
 from .mxiter import (
     DataBatch,
     DataDesc,
@@ -52,7 +38,6 @@ from .mxiter import (
     part,
     record_offsets,
 )
-from .recordio import RecordReader
 
 __all__ = [
     "DataBatch",
@@ -62,11 +47,6 @@ __all__ = [
     "ImageRecordUInt8Iter",
     "MXArray",
 ]
-
-
-class _Pending(NamedTuple):
-    job: BatchJob
-    result: Future[BatchResult] | None
 
 
 class ImageRecordIter:
@@ -164,40 +144,15 @@ class ImageRecordIter:
         self.skipped: list[tuple[int, str]] = []
         self.epoch = 0
         # the next epoch's order and its batches under way (see _top_up)
-        self._ahead: tuple[np.ndarray, deque[_Pending]] | None = None
-        self._setup_workers(preprocess_threads, prefetch_buffer)
+        self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
+        self._workers = Workers(
+            preprocess_threads, prefetch_buffer, self.layout, self.augmenter, path_imgrec,
+            storage_options,
+        )  # fmt: skip
+        self.workers, self.worker_kind = self._workers.count, self._workers.kind
         self._start_epoch()
 
     # -- setup -------------------------------------------------------------
-
-    def _setup_workers(self, threads: int | None, prefetch: int) -> None:
-        workers = min(4, default_workers()) if threads is None else max(0, threads)
-        self.workers = workers
-        # Processes when they can be forked (they inherit everything loaded
-        # and need no `if __name__ == "__main__"` guard, which MXNet scripts
-        # lack); threads otherwise: Pillow and numpy release the GIL while
-        # they decode and convert, so threads still overlap most of the work.
-        self.worker_kind: Literal["inline", "processes", "threads"] = (
-            "inline" if workers <= 1 else "processes" if fork_is_safe() else "threads"
-        )
-        self._executor = None if workers <= 1 else LocalExecutor(workers)
-        # Threads and the inline path share one reader (pread needs no lock);
-        # worker processes open the file themselves.
-        self._reader = (
-            None
-            if self.worker_kind == "processes"
-            else RecordReader(self.path_imgrec, storage_options=self.storage_options)
-        )
-        slots = max(1, prefetch, workers) if workers > 1 else 1
-        size = slots * self.layout.slot_bytes
-        check_memory(size, slots)
-        self._shm = None
-        if self.worker_kind == "processes":
-            self._shm = Ring(create=True, size=size)
-        # a batch can be a view of its slot while the workers keep a slot each
-        self._slots = SlotPool(slots, slots - workers if workers > 1 else 0)
-        self._buf: Any = self._shm.buf if self._shm is not None else bytearray(size)
-        self._finalizer = weakref.finalize(self, release, os.getpid(), self._executor, self._shm)
 
     def _start_epoch(self) -> None:
         n = len(self._offsets)
@@ -236,12 +191,12 @@ class ImageRecordIter:
         )
 
     def _top_up(self) -> None:
-        free = self._slots.free
+        free = self._workers.slots.free
         while free and self._next_submit < self._num_batches:
             job = self._job(self._next_submit, free.popleft(), self._order, self.epoch)
-            self._pending.append(self._submit(job))
+            self._pending.append(self._workers.submit(job))
             self._next_submit += 1
-        if not free or self._executor is None:
+        if not free or self._workers.executor is None:
             return
         # Every batch of this epoch is under way and slots are free: start
         # the next epoch's, which reset() takes over, so the workers never
@@ -250,32 +205,8 @@ class ImageRecordIter:
             self._ahead = (self._epoch_order(self.epoch + 1), deque())
         order, ahead = self._ahead
         while free and len(ahead) < self._num_batches:
-            ahead.append(self._submit(self._job(len(ahead), free.popleft(), order, self.epoch + 1)))
-
-    def _submit(self, job: BatchJob) -> _Pending:
-        future: Future[BatchResult] | None = None
-        if self._shm is not None and self._executor is not None:
-            args = (job, self.layout, self.augmenter, self._shm.name)
-            future = self._executor.submit(run_job, *args)
-        elif self._executor is not None:
-            future = self._executor.submit(self._fill, job, io_bound=True)
-        return _Pending(job, future)
-
-    def _fill(self, job: BatchJob) -> BatchResult:
-        """Build ``job`` in this process (inline, or on a worker thread)."""
-        assert self._reader is not None
-        return fill_batch(job, self._reader, self.augmenter, self.layout.views(self._buf, job.slot))
-
-    def _collect(self, pending: _Pending) -> BatchBuffers:
-        job = pending.job
-        try:
-            result = self._fill(job) if pending.result is None else pending.result.result()
-        except BrokenProcessPool as exc:
-            raise WorkerCrashed(
-                "an ImageRecordIter worker process died (killed, out of memory, or a crash "
-                "while decoding); create the iterator again"
-            ) from exc
-        return BatchBuffers(result, self.layout.views(self._buf, job.slot), job.slot)
+            job = self._job(len(ahead), free.popleft(), order, self.epoch + 1)
+            ahead.append(self._workers.submit(job))
 
     # -- MXNet's DataIter API ----------------------------------------------
 
@@ -289,11 +220,11 @@ class ImageRecordIter:
         self._next_out += 1
         lent = False
         try:
-            got = self._collect(pending)
+            got = self._workers.collect(pending)
             self._current, lent = self._make_batch(got)
         finally:
             if not lent:
-                self._slots.free.append(pending.job.slot)
+                self._workers.slots.free.append(pending.job.slot)
         self._top_up()
         return True
 
@@ -303,7 +234,7 @@ class ImageRecordIter:
         result = got.result
         view, labels, ids = got.views
         labels, ids = labels.copy(), ids.copy()
-        lent = self._slots.lend(view, got.slot)
+        lent = self._workers.slots.lend(view, got.slot)
         data = view if lent else view.copy()
         del got, view
         self.skipped.extend(result.skipped)
@@ -351,7 +282,7 @@ class ImageRecordIter:
         before any batch of the current epoch was taken changes nothing."""
         if self._next_out == 0:
             return
-        self._drain(self._pending)
+        self._workers.drain(self._pending)
         self.epoch += 1
         self._start_epoch()
 
@@ -383,24 +314,12 @@ class ImageRecordIter:
 
     # -- shutting down -----------------------------------------------------
 
-    def _drain(self, jobs: deque[_Pending]) -> None:
-        # A running job still writes into its slot: wait for it before the
-        # slot is reused; queued ones are cancelled.
-        while jobs:
-            pending = jobs.popleft()
-            if pending.result is not None and not pending.result.cancel():
-                try:
-                    pending.result.result()
-                except Exception:  # noqa: BLE001 - the batch is being thrown away
-                    pass
-            self._slots.free.append(pending.job.slot)
-
     def close(self) -> None:
         """Stop the workers and free the shared memory (also done when the
         iterator is garbage-collected)."""
         self._pending.clear()
         self._ahead = None
-        self._finalizer()
+        self._workers.finalizer()
 
     def __enter__(self) -> ImageRecordIter:
         return self
@@ -413,12 +332,6 @@ class ImageRecordIter:
             f"ImageRecordIter({self.path_imgrec!r}, {self.num_records} records, "
             f"batch_size={self.batch_size}, epoch={self.epoch})"
         )
-
-
-class BatchBuffers(NamedTuple):
-    result: BatchResult
-    views: tuple[np.ndarray, np.ndarray, np.ndarray]
-    slot: int
 
 
 def _mean_over_part(**kwargs: Any) -> np.ndarray:

@@ -372,8 +372,8 @@ def test_without_an_index_the_file_is_scanned_with_a_note(
 def test_close_frees_the_shared_memory(rec: Path) -> None:
     it = make(rec, preprocess_threads=2)
     it.next()
-    assert it._shm is not None
-    name = it._shm.name
+    assert it._workers.shm is not None
+    name = it._workers.shm.name
     it.close()
     with pytest.raises(FileNotFoundError):
         shared_memory.SharedMemory(name)
@@ -446,8 +446,8 @@ def test_a_killed_worker_is_reported_not_a_hang(rec: Path) -> None:
 
     it = make(rec, preprocess_threads=2, batch_size=2)
     it.next()
-    assert it._executor is not None
-    pool: Any = it._executor._pools["processes"]
+    assert it._workers.executor is not None
+    pool: Any = it._workers.executor._pools["processes"]
     for pid in list(pool._processes):
         os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerCrashed, match="worker process died"):
@@ -471,7 +471,7 @@ def test_a_forked_copy_does_not_release_the_parents_workers(rec: Path) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
         pid = os.fork()
     if pid == 0:
-        it._finalizer()  # what the child's garbage collector would run
+        it._workers.finalizer()  # what the child's garbage collector would run
         os._exit(0)
     assert os.waitpid(pid, 0)[1] == 0
     rest = [it.next() for _ in range(len(it) - 1)]
