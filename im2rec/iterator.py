@@ -149,10 +149,19 @@ class ImageRecordIter:
             preprocess_threads, prefetch_buffer, self.layout, self.augmenter, path_imgrec,
             storage_options,
         )  # fmt: skip
-        self.workers, self.worker_kind = self._workers.count, self._workers.kind
         self._start_epoch()
 
     # -- setup -------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        """How many workers build batches (1: this process)."""
+        return self._workers.count
+
+    @property
+    def worker_kind(self) -> Literal["inline", "processes", "threads"]:
+        """Whether they are forked processes, threads, or this process."""
+        return self._workers.kind
 
     def _start_epoch(self) -> None:
         n = len(self._offsets)
