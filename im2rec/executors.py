@@ -185,7 +185,14 @@ class LocalExecutor:
         """``fn(*args)`` in a worker thread (``io_bound``) or process; the
         pool starts on first use. ``result()`` raises
         :class:`BrokenProcessPool` if a worker process died."""
-        return self._get_pool("threads" if io_bound else "processes").submit(fn, *args)
+        try:
+            return self._get_pool("threads" if io_bound else "processes").submit(fn, *args)
+        except BrokenProcessPool as exc:
+            # a worker died before this call noticed: report it where every
+            # other death is reported, at result(), not from submit()
+            failed: Future[R] = Future()
+            failed.set_exception(exc)
+            return failed
 
     def _process_context(self) -> multiprocessing.context.BaseContext:
         # fork is fastest (workers inherit the imported modules) but only safe

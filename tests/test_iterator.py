@@ -438,9 +438,13 @@ def test_threads_when_forking_is_unsafe(rec: Path) -> None:
         assert it.worker_kind == "processes"
 
 
-def test_a_killed_worker_is_reported_not_a_hang(rec: Path) -> None:
+@pytest.mark.parametrize("noticed", [False, True], ids=["racing", "pool-knows"])
+def test_a_killed_worker_is_reported_not_a_hang(rec: Path, noticed: bool) -> None:
+    """Whether the pool has already marked itself broken when the next batch
+    is submitted (CI hit that order) or only finds out while it runs."""
     import os
     import signal
+    import time
 
     from im2rec.executors import WorkerCrashed
 
@@ -450,6 +454,11 @@ def test_a_killed_worker_is_reported_not_a_hang(rec: Path) -> None:
     pool: Any = it._workers.executor._pools["processes"]
     for pid in list(pool._processes):
         os.kill(pid, signal.SIGKILL)
+    if noticed:
+        deadline = time.monotonic() + 30
+        while not pool._broken and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool._broken
     with pytest.raises(WorkerCrashed, match="worker process died"):
         # this epoch's batches may all be made already; the next epoch's are not
         for _ in range(3 * len(it)):
