@@ -16,8 +16,11 @@ the original). Each is a fresh process, as a user runs it, in two regimes:
   timed, so the copy is done when it is on the disk (a dataset larger than
   memory). Target: both at >= 0.5x cat's speed.
 - warm: the inputs cached and the outputs left in the cache, where cat
-  copies at memory speed. Printed beside the bound no Python converter
-  passes: start-up plus a bare copy in record-sized pieces.
+  copies at memory speed. Also timed, as a fresh process alternating with
+  the others: the bound, the import's own start-up (its modules and numpy)
+  plus a bare copy of the shard through Python in 4 MB pieces, with no
+  per-record work. Target: 0.5x cat, or within 10 % of the bound where the
+  bound itself is below 0.5x.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from im2rec.resuming import sha256_file
 
@@ -81,25 +85,26 @@ def timed(cmd: list[str] | str, inputs: list[Path], cold: bool, shell: bool = Fa
     return time.perf_counter() - t0
 
 
-def floor(rec: Path, out: Path) -> float:
-    """The warm bound: Python's start-up with im2rec's CLI imported, plus
-    copying the file's bytes in record-sized pieces with no per-record work
-    at all (what any one-process Python converter pays at least)."""
-    os.sync()
-    t0 = time.perf_counter()
-    subprocess.run([*REC, "--help"], check=True, stdout=subprocess.DEVNULL)
-    start = time.perf_counter() - t0
-    src, size = os.open(rec, os.O_RDONLY), rec.stat().st_size
-    dst = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    t0 = time.perf_counter()
+def bare_copy(src: str, dst: str) -> None:
+    """The warm bound, run as its own process: the modules ``rec import``
+    loads (the CLI, the WebDataset reader, numpy), then every byte of
+    ``src`` read into Python and written to ``dst`` in 4 MB pieces, with no
+    per-record work at all: what the import would cost if parsing, the
+    magic-word scan and framing were free."""
+    import numpy  # noqa: F401
+
+    import im2rec.cli  # noqa: F401
+    import im2rec.formats.webdataset  # noqa: F401
+
+    fd, out = os.open(src, os.O_RDONLY), os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     offset = 0
-    while offset < size:
-        offset += os.write(dst, os.pread(src, min(100_000, size - offset), offset))
-    copy = time.perf_counter() - t0
-    os.close(src)
-    os.close(dst)
-    out.unlink()
-    return start + copy
+    while chunk := os.pread(fd, 4 << 20, offset):
+        offset += len(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(out, view) :]
+    os.close(fd)
+    os.close(out)
 
 
 def main() -> None:
@@ -107,9 +112,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--size-mb", type=int, default=500)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--bare-copy", nargs=2, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.bare_copy:
+        bare_copy(*args.bare_copy)
+        return
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-convert-") as tmp_s:
         tmp = Path(tmp_s)
         rec = tmp / "data.rec"
@@ -129,55 +138,64 @@ def main() -> None:
                   "-q"]  # fmt: skip
         cat = f"cat '{rec}' > '{tmp / 'copy.rec'}'"
         times: dict[str, float] = {}
+
+        def best(key: str, t: float) -> None:
+            times[key] = min(times.get(key, t), t)
+
         for _ in range(args.runs):  # the sides alternate: a drift of the machine hits all
             for regime in ("warm", "cold"):
                 cold = regime == "cold"
                 clean_shards()
-                for name, cmd, inputs, shell in (
-                    ("cat", cat, [rec], True),
-                    ("export", export, [rec, rec.with_suffix(".idx")], False),
-                ):
-                    t = timed(cmd, inputs, cold, shell)
-                    times[f"{regime}_{name}"] = min(times.get(f"{regime}_{name}", t), t)
+                best(f"{regime}_cat", timed(cat, [rec], cold, shell=True))
+                best(f"{regime}_export", timed(export, [rec, rec.with_suffix(".idx")], cold))
                 names = sorted(str(p) for p in shards.glob("d-*.tar"))
                 back = [*REC, "import", "webdataset", *names, "-o", str(tmp / "back"), "-q"]
                 clean_back()
-                t = timed(back, [Path(n) for n in names], cold)
-                times[f"{regime}_import"] = min(times.get(f"{regime}_import", t), t)
+                best(f"{regime}_import", timed(back, [Path(n) for n in names], cold))
+                if not cold:
+                    floor = [sys.executable, __file__, "--bare-copy", names[0], str(tmp / "f.tar")]
+                    best(
+                        "warm_bound", timed(floor, [], cold) * size / Path(names[0]).stat().st_size
+                    )
+                    (tmp / "f.tar").unlink()
         assert sha256_file(tmp / "back.rec") == want, "the imported .rec differs from the original"
         tar_bytes = sum(Path(p).stat().st_size for p in names)
-        bound = floor(rec, tmp / "floor.rec")
     mb = size / 1e6
-    results: dict[str, object] = {"bytes": size, "records": n, "shards": len(names),
-                                  "tar_bytes": tar_bytes}  # fmt: skip
+    results: dict[str, Any] = {"bytes": size, "records": n, "shards": len(names),
+                               "tar_bytes": tar_bytes}  # fmt: skip
     for regime in ("warm", "cold"):
         for name in ("cat", "export", "import"):
             results[f"{regime}_{name}_mb_s"] = mb / times[f"{regime}_{name}"]
         for name in ("export", "import"):
             results[f"{regime}_{name}_ratio"] = times[f"{regime}_cat"] / times[f"{regime}_{name}"]
-    results["warm_bound_ratio"] = times["warm_cat"] / bound
-    # Live target: cold data, durable writes (a real dataset's case). The warm
-    # target is retired: there cat copies at memory speed, and the bound (a
-    # Python start-up plus a copy with no per-record work) is about 0.5x
-    # already; the ratios are printed beside the bound.
-    met = min(results["cold_export_ratio"], results["cold_import_ratio"]) >= TARGET  # type: ignore[type-var]
+    bound = results["warm_bound_ratio"] = times["warm_cat"] / times["warm_bound"]
+    # Cold (a dataset larger than memory, writes durable): 0.5x cat. Warm, cat
+    # copies at memory speed, and the bound (the import's own start-up plus a
+    # bare copy through Python) can be below 0.5x itself: then the target is
+    # that bound, met within 10 %.
+    targets = {"cold": TARGET, "warm": min(TARGET, 0.9 * bound)}
+    met = all(
+        results[f"{regime}_{name}_ratio"] >= targets[regime]
+        for regime in ("cold", "warm") for name in ("export", "import")
+    )  # fmt: skip
+    results["warm_target"] = targets["warm"]
     results["targets_met"] = met
     if args.json:
         print(json.dumps(results))
     else:
         print(f"{mb:,.0f} MB, {n:,} records -> {len(names)} shard(s) of {tar_bytes / 1e6:,.0f} MB")
-        for regime, what in (("cold", "cold data, timed until synced (target)"),
-                             ("warm", "warm page cache, unsynced (retired: bound below)")):  # fmt: skip
+        for regime, what in (("cold", "cold data, timed until synced"),
+                             ("warm", "warm page cache, unsynced")):  # fmt: skip
             print(f"{regime}: {what}")
             print(f"  {'cat (copy the bytes)':30} {results[f'{regime}_cat_mb_s']:8,.0f} MB/s")
             for name, label in (("export", "rec export --to webdataset"),
                                 ("import", "rec import webdataset")):  # fmt: skip
                 ratio = results[f"{regime}_{name}_ratio"]
                 print(f"  {label:30} {results[f'{regime}_{name}_mb_s']:8,.0f} MB/s   ratio "
-                      f"{ratio:.2f}x" + (f" (target {TARGET}x)" if regime == "cold" else ""))  # fmt: skip
+                      f"{ratio:.2f}x (target {targets[regime]:.2f}x)")  # fmt: skip
         print(
-            f"warm bound (start-up + a bare copy in 100 kB pieces): "
-            f"{results['warm_bound_ratio']:.2f}x cat; the import came back byte-identical"
+            f"warm bound (the import's start-up + a bare copy through Python in 4 MB pieces): "
+            f"{bound:.2f}x cat; the import came back byte-identical"
         )
     sys.exit(0 if met else 1)
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from im2rec.errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 from im2rec.recordio import MAX_RECORD_SIZE, frame, read_record
-from im2rec.recordio.framing import _VECTOR_SCAN, MAGIC_BYTES, frame_parts, iter_heads
+from im2rec.recordio.framing import _VECTOR_SCAN, MAGIC_BYTES, frame_parts, iter_heads, needs_split
 
 M = MAGIC_BYTES
 
@@ -212,3 +212,34 @@ def test_iter_heads_reports_damage() -> None:
         list(iter_heads(good[:24], 24, "a.rec"))
     with pytest.raises(RecordFormatError, match="byte 0 holds part 3"):
         list(iter_heads(good[24:], 12, "a.rec"))
+
+
+def test_read_only_views_of_bytes_are_kept_and_other_views_copied() -> None:
+    """A read-only view of ``bytes`` cannot change, so it is written as it is
+    (``rec import`` hands the writer views of the tar it read); a view of a
+    buffer the caller may reuse is copied."""
+    chunk = b"\x11" * 100 + b"\xff\xd8" * 9000
+    image = memoryview(chunk)[100:]
+    parts, _ = frame_parts(bytes(24), image)
+    assert parts[2] is image
+    scratch = bytearray(chunk)
+    parts, _ = frame_parts(bytes(24), memoryview(scratch)[100:])
+    scratch[100:104] = b"zzzz"
+    assert b"".join(parts)[32:36] == b"\xff\xd8\xff\xd8"
+    # read-only but of a bytearray; of bytes but not a plain run of bytes
+    for piece in (memoryview(scratch).toreadonly(), memoryview(chunk).cast("I"),
+                  memoryview(chunk)[::2]):  # fmt: skip
+        parts, size = frame_parts(bytes(24), piece)
+        assert parts[2] is not piece
+        joined = b"".join(parts)
+        assert joined == frame(bytes(24) + piece.tobytes()) and size == len(joined)
+
+
+@pytest.mark.parametrize("at", [0, 4, 40_000, 99_996])
+def test_needs_split_scans_views_without_copying_them(at: int) -> None:
+    data = bytearray(b"\xa5" * 100_000)
+    data[at : at + 4] = M
+    view = memoryview(bytes(data))
+    assert needs_split(bytes(24), view) and needs_split(view)
+    assert not needs_split(bytes(24), view[at + 4 :]) and not needs_split(view[: at + 2])
+    assert not needs_split(bytes(22), view)  # joined, the word is no longer 4-aligned

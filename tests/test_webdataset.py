@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
-from im2rec.formats.tars import _braces, _ustar_file, expand_shards, member_header, samples
+from im2rec.formats.tars import (
+    _braces,
+    _sums_to,
+    _ustar_file,
+    expand_shards,
+    member_header,
+    samples,
+)
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
@@ -184,6 +191,34 @@ def test_links_and_oversized_members_are_skipped_unread(tmp_path: Path) -> None:
     assert result.skipped == {"no image": 1}  # a's image is a link
 
 
+@pytest.mark.parametrize("chunk", [512, 1024, 4096, 1 << 20])
+def test_members_across_and_beyond_read_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """A shard is read in chunks, members being views of them: members that
+    straddle a chunk's end, or are larger than a chunk, read as tarfile reads
+    them; a chunk's bytes stay as they were while later chunks are read."""
+    from im2rec.formats import tars
+
+    monkeypatch.setattr(tars._Ahead, "SIZE", chunk)
+    rng = np.random.default_rng(chunk)
+    shard = tmp_path / "chunks.tar"
+    want = {}
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i, size in enumerate([0, 1, 511, 512, 513, 1023, 3000, 5000, 10_000, 7]):
+            for ext, data in (("bin", rng.bytes(size)), ("cls", str(i).encode())):
+                info = tarfile.TarInfo(f"s{i:03d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                want[(f"s{i:03d}", ext)] = data
+    got = list(samples(str(shard)))  # all kept while later chunks are read
+    assert {(s.key, ext): bytes(v) for s in got for ext, v in s.fields.items()} == want
+    cut = shard.read_bytes()[: 512 * 30 + 100]  # inside the 10,000-byte member
+    shard.write_bytes(cut)
+    with pytest.raises(DatasetError, match="cut short|truncated"):
+        list(samples(str(shard)))
+
+
 def test_damaged_and_missing_shards(mixed: Path, tmp_path: Path) -> None:
     (shard,) = export_webdataset(mixed, str(tmp_path / "one.tar")).shards
     data = Path(shard).read_bytes()
@@ -260,3 +295,11 @@ def test_plain_headers_read_as_tarfile_reads_them(name: str, size: int, fmt: int
         assert got == (parsed.name, parsed.size) == (name, size)
     damaged = block[:200] + bytes([block[200] ^ 1]) + block[201:]
     assert _ustar_file(damaged) is None  # a checksum that does not add up
+
+
+@given(block=st.binary(min_size=512, max_size=512), delta=st.integers(-131_000, 131_000))
+def test_the_fast_byte_sum_is_the_byte_sum(block: bytes, delta: int) -> None:
+    total = sum(block)
+    assert _sums_to(block, total)
+    assert _sums_to(block, total + delta) == (delta == 0)
+    assert not _sums_to(block, total + 65521) and not _sums_to(block, total - 255)

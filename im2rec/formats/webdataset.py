@@ -26,6 +26,7 @@ import json
 import math
 import os
 import queue
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -41,7 +42,7 @@ from ..recordio.framing import LENGTH_MASK, needs_split
 from ..storage import exists, is_url, sibling
 from ..storage.objects import publish, url_join
 from . import image_extension
-from .tars import FileRange, Sample, ShardWriter, samples
+from .tars import Data, FileRange, Sample, ShardWriter, samples
 
 __all__ = ["ExportResult", "ImportResult", "export_webdataset", "import_webdataset"]
 
@@ -211,8 +212,8 @@ def import_webdataset(
                 result.skipped[made.split(":")[0]] += 1
                 report_lines.append(f"{shard}\t{sample_key}\t{made}\n")
                 continue
-            key, header, image = made
-            writer.write_key(key, header, image, split=needs_split(header, image))
+            key, header, image, split = made
+            writer.write_key(key, header, image, split=split)
             result.records += 1
             if on_progress is not None:
                 on_progress(result.records, 0, writer.tell())
@@ -236,7 +237,7 @@ def import_webdataset(
     return result
 
 
-Made = tuple[str, str, "tuple[Any, bytes, bytes] | str"]
+Made = tuple[str, str, "tuple[Any, bytes, Data, bool] | str"]
 
 
 def _records(shards: list[str], label_key: str | None) -> Iterator[Made]:
@@ -275,6 +276,12 @@ def in_background(items: Iterator[T], batch: int = 16, depth: int = 8) -> Iterat
             out.put((chunk, exc))
 
     thread = threading.Thread(target=produce, name="im2rec-read", daemon=True)
+    # The caller's system calls release the GIL and then wait to get it back
+    # while this thread parses: Python's usual 5 ms turns are longer than
+    # most writes, so the two take turns ten times as often meanwhile
+    # (import: 0.33 s instead of 0.39-0.46 for 500 MB in cache).
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, 0.0005))
     thread.start()
     try:
         while True:
@@ -285,6 +292,7 @@ def in_background(items: Iterator[T], batch: int = 16, depth: int = 8) -> Iterat
             if exc is not None:
                 raise exc
     finally:
+        sys.setswitchinterval(interval)
         stop.set()
         while thread.is_alive():  # let a producer blocked on a full queue finish
             try:
@@ -294,8 +302,11 @@ def in_background(items: Iterator[T], batch: int = 16, depth: int = 8) -> Iterat
         thread.join()
 
 
-def _record(sample: Sample, label_key: str | None, number: int) -> tuple[Any, bytes, bytes] | str:
-    """``(idx key, header bytes, image bytes)`` for a sample, or why it is skipped."""
+def _record(
+    sample: Sample, label_key: str | None, number: int
+) -> tuple[Any, bytes, Data, bool] | str:
+    """``(idx key, header bytes, image bytes, whether split)`` for a sample,
+    or why it is skipped."""
     meta = _json(sample)
     if isinstance(meta, str):
         return meta
@@ -318,7 +329,9 @@ def _record(sample: Sample, label_key: str | None, number: int) -> tuple[Any, by
     head = pack(header, b"")
     if len(head) + len(image) >= MAX_RECORD_SIZE:
         return f"record-too-large: {len(head) + len(image):,} bytes"
-    return key, head, image
+    # scanned here, on the reading thread, while the bytes just read are
+    # still in the CPU's cache (at the writer they are not: 3x slower)
+    return key, head, image, needs_split(head, image)
 
 
 def _json(sample: Sample) -> dict[str, Any] | None | str:
@@ -328,7 +341,7 @@ def _json(sample: Sample) -> dict[str, Any] | None | str:
     if len(raw) > MAX_JSON:
         return f"bad json: {len(raw):,} bytes"
     try:
-        meta = json.loads(raw)
+        meta = json.loads(bytes(raw))
     except (ValueError, UnicodeDecodeError) as exc:
         return f"bad json: {exc}"
     return meta if isinstance(meta, dict) else "bad json: not an object"
@@ -364,6 +377,6 @@ def _label(sample: Sample, meta: dict[str, Any] | None, label_key: str | None) -
     if raw is None:
         return "no label: no .cls field (name a .json field with --label-key)"
     try:
-        return float(int(raw.decode("ascii").strip()))
+        return float(int(bytes(raw).decode("ascii").strip()))
     except (UnicodeDecodeError, ValueError):
-        return f"no label: .cls is not a whole number ({raw[:20]!r})"
+        return f"no label: .cls is not a whole number ({bytes(raw[:20])!r})"

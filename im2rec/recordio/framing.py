@@ -109,10 +109,9 @@ def needs_split(*pieces: bytes | bytearray | memoryview) -> bool:
     magic word at a 4-aligned offset, and so is written as a split record.
     Packing workers answer it (in parallel) and hand the answer to
     :func:`frame_parts`, so the writer does not scan every image again."""
-    kept = [p if isinstance(p, bytes | bytearray) else bytes(p) for p in pieces]
-    if any(len(p) & 3 for p in kept[:-1]):  # pieces scan alone only when 4-aligned
-        kept = [b"".join(kept)]
-    return any(_aligned_magics(p) for p in kept)
+    if any(len(p) & 3 for p in pieces[:-1]):  # pieces scan alone only when 4-aligned
+        return bool(_aligned_magics(b"".join(pieces)))
+    return any(_has_aligned_magic(p) for p in pieces)
 
 
 def frame_parts(
@@ -128,10 +127,10 @@ def frame_parts(
     that must be split (an aligned magic word inside) is joined. ``split``
     is :func:`needs_split`'s answer when the caller already has it.
     """
-    n = sum(map(len, pieces))
+    n = sum(p.nbytes if type(p) is memoryview else len(p) for p in pieces)  # bytes, not items
     if n >= MAX_RECORD_SIZE:
         raise _too_large(n)
-    kept = [p if type(p) is bytes else bytes(p) for p in pieces]  # a caller may reuse its buffers
+    kept = [p if type(p) is bytes or _frozen(p) else bytes(p) for p in pieces]
     if split is None:
         split = needs_split(*kept)
     if split:
@@ -149,6 +148,27 @@ def _too_large(n: int) -> RecordTooLargeError:
         f"{MAX_RECORD_SIZE - 1:,} bytes per record (29-bit length); "
         "store smaller images, e.g. re-encode with a lower quality or resize"
     )
+
+
+def _frozen(piece: bytes | bytearray | memoryview) -> bool:
+    """A read-only view of a run of ``bytes``: it cannot change, so it is
+    written as it is (a caller may reuse any other buffer: those are copied,
+    as are views whose length is not their byte count)."""
+    return (
+        type(piece) is memoryview and piece.readonly and type(piece.obj) is bytes
+        and piece.ndim == 1 and piece.itemsize == 1 and piece.contiguous
+    )  # fmt: skip
+
+
+def _has_aligned_magic(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` has a magic word at a multiple of 4 (the usual
+    answer, no, without listing where)."""
+    if len(data) >= _VECTOR_SCAN or type(data) is memoryview:
+        import numpy as np
+
+        size = data.nbytes if type(data) is memoryview else len(data)
+        return bool((np.frombuffer(data, dtype="<u4", count=size >> 2) == MAGIC).any())
+    return bool(_aligned_magics(data))
 
 
 def _aligned_magics(data: bytes | bytearray) -> list[int]:
