@@ -291,3 +291,17 @@ def test_rec_list_walks_a_bucket_prefix_like_a_folder(s3: Any, tmp_path: Path) -
                 assert got == path.read_bytes(), path.name
     done = rec("list", f"s3://{BUCKET}/nothing-here/", "-o", str(tmp_path / "x"))
     assert done.returncode == 1 and "no objects under this prefix" in done.stderr
+
+
+def test_errors_are_classified_by_what_they_say_not_by_the_url() -> None:
+    url = "s3://bucket/403/404.rec"
+    denied = FileNotFoundError(f"ClientResponseError: 403, message='Forbidden', url='{url}'")
+    assert isinstance(remote._classify(url, denied), remote.RemoteError)  # fsspec 2026.x
+    assert isinstance(remote._classify(url, FileNotFoundError(url)), MissingFileError)
+    assert isinstance(remote._classify(url, PermissionError(url)), remote.RemoteError)
+    assert isinstance(remote._classify(url, OSError(f"NoSuchKey: {url}")), MissingFileError)
+    assert isinstance(remote._classify(url, OSError("HTTP status 404")), MissingFileError)
+    assert isinstance(remote._classify(url, OSError("status 403 for bucket/403/404.rec")),
+                      remote.RemoteError)  # fmt: skip
+    assert remote._classify(url, ConnectionResetError(f"reset while reading {url}")) is None
+    assert remote._classify(url, OSError("bucket/403/404.rec: timed out")) is None

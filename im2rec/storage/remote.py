@@ -19,6 +19,7 @@ gets a filesystem object of its own on first use.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -82,21 +83,28 @@ RETRIES = 4
 BACKOFF = 0.2  # seconds before the first retry; doubled after each
 
 
+_DENIED = re.compile(r"AccessDenied|Forbidden|InvalidAccessKeyId")
+_MISSING = re.compile(r"NoSuchBucket|NoSuchKey")
+
+
 def _classify(url: str, exc: BaseException) -> Im2RecError | None:
     """The error to raise at once for ``exc``, or None when it is worth a retry."""
+    text = f"{type(exc).__name__}: {exc}"
+    said = text.replace(url, "").replace(url.partition("://")[2], "")  # (a key may say 403)
+    # fsspec's HTTP backend raises FileNotFoundError for a 403 as for a 404
+    # (since 2026.x): the words of the message decide
+    if isinstance(exc, PermissionError) or _DENIED.search(said):
+        return RemoteError(
+            f"{url}: access denied ({text}); check the credentials (AWS_ACCESS_KEY_ID / "
+            "AWS_PROFILE, or storage_options) and the bucket's permissions"
+        )
     if isinstance(exc, FileNotFoundError):
         return MissingFileError(
             f"{url}: not found (no such object, or no such bucket); check the URL"
         )
-    if isinstance(exc, PermissionError):
-        return RemoteError(
-            f"{url}: access denied; check the credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE, "
-            "or storage_options) and the bucket's permissions"
-        )
-    text = f"{type(exc).__name__}: {exc}"
-    if any(word in text for word in ("NoSuchBucket", "NoSuchKey", "404")):
+    if _MISSING.search(said) or re.search(r"\b404\b", said):
         return MissingFileError(f"{url}: not found ({text})")
-    if any(word in text for word in ("AccessDenied", "Forbidden", "403", "InvalidAccessKeyId")):
+    if re.search(r"\b403\b", said):
         return RemoteError(f"{url}: access denied ({text}); check the credentials")
     return None
 
