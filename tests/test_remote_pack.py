@@ -236,3 +236,21 @@ def test_export_writes_shards_into_the_store(
     rec("import", "webdataset", str(tmp_path / "imgs-{000..003}.tar"), "-o",
         str(tmp_path / "back"), spool=spool)  # fmt: skip
     assert (tmp_path / "back.rec").read_bytes() == (tmp_path / "imgs.rec").read_bytes()
+
+
+def test_the_face_layout_publishes_its_property_file_beside_the_list(
+    s3: Any, tree: tuple[Path, str], tmp_path: Path
+) -> None:
+    url, spool = tree[1], tmp_path / "spool"
+    lst = f"s3://{BUCKET}/faces/imgs.lst"
+    rec("list", url + "/", "--recursive", "-o", lst.removesuffix(".lst"), "-q", spool=spool)
+    pack = ("pack", lst, "--layout", "insightface", "--pass-through", "--json")
+    (result,) = json.loads(rec(*pack, spool=spool).stdout)
+    assert result["identities"] == 3 and result["property"] == f"s3://{BUCKET}/faces/property"
+    assert get(s3, "faces/property") == b"3,48,64\n"  # classes, height, width
+    s3.put_object(Bucket=BUCKET, Key="faces/property", Body=b"7,112,112\n")
+    (result,) = json.loads(rec(*pack, spool=spool).stdout)
+    assert result["property"] is None and get(s3, "faces/property") == b"7,112,112\n"
+    assert "says '7,112,112', not '3,48,64'; pass --overwrite" in result["property_note"]
+    (result,) = json.loads(rec(*pack, "--overwrite", spool=spool).stdout)
+    assert get(s3, "faces/property") == b"3,48,64\n"

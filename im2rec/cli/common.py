@@ -77,6 +77,16 @@ def err_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def print_property(console: Console, where: str | None, note: str | None) -> None:
+    """The InsightFace layout's ``property`` file: where it went, or why not."""
+    from rich.markup import escape
+
+    if where is not None:
+        console.print(f"  InsightFace property file (classes,height,width): {escape(where)}")
+    elif note is not None:
+        console.print(f"  [yellow]property not written[/]: {escape(note)}")
+
+
 def maybe_terminal(stream: Any) -> bool:
     """False when rich could not call ``stream`` a terminal: checked without
     importing rich (40 ms), so piped and scripted runs start faster."""

@@ -8,7 +8,7 @@ import os
 
 import click
 
-from .common import REC, err_console, handle_errors, out_console, progress_bar
+from .common import REC, err_console, handle_errors, out_console, print_property, progress_bar
 
 __all__ = ["convert_command", "export_command", "import_command"]
 
@@ -50,15 +50,19 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
     with handle_errors():
         counts = convert_to_faces(rec, output, overwrite=overwrite)
     target = os.path.splitext(output)[0] if output.endswith(".rec") else output
+    prop = str(counts.property) if counts.property else None
     if as_json:
         summary = {"rec": f"{target}.rec", "idx": f"{target}.idx", "layout": layout,
-                   "images": counts.images, "identities": counts.identities}  # fmt: skip
+                   "images": counts.images, "identities": counts.identities,
+                   "property": prop, "property_note": counts.property_note}  # fmt: skip
         click.echo(json.dumps(summary))
         return
-    out_console().print(
+    console = out_console()
+    console.print(
         f"{rec} -> [bold]{target}.rec[/] + {target}.idx: {counts.images:,} images of "
         f"{counts.identities:,} identities (InsightFace layout)"
     )
+    print_property(console, prop, counts.property_note)
 
 
 @click.command("export")

@@ -19,6 +19,7 @@ from .common import (
     handle_errors,
     num_workers_option,
     out_console,
+    print_property,
     progress_bar,
 )
 
@@ -333,6 +334,8 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
             console.print(
                 f"  [yellow]{failed:,} failed[/] ({reasons}); listed in {r.where('report')}"
             )
+        if r.identities is not None:
+            print_property(console, r.where("property") if r.property else None, r.property_note)
         console.print(f"  manifest: {r.where('manifest')}", markup=False)
 
 

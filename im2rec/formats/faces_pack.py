@@ -28,7 +28,7 @@ from ..packing.pipeline import PackRun, pack_files, run_state, write_manifest
 from ..recordio import RecordReader, unpack
 from ..recordio.files import read_json
 from ..resuming import PartialFiles, check_replaceable, manifest_matches
-from .insightface import group_by_identity, identity_of_label, write_faces
+from .insightface import group_by_identity, identity_of_label, write_faces, write_property
 
 __all__ = ["pack_faces"]
 
@@ -64,12 +64,14 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
         raise type(exc)(str(exc).replace(str(stage.lst), str(files.lst))) from exc
     t0 = time.perf_counter()
     counts = write_faces(_identities(staged.rec), files.rec, files.idx, str(files.lst))
+    write_property(files.rec, counts, overwrite=run.overwrite)
     result = PackResult(
         files.lst, files.rec, files.idx, files.manifest, None, len(items), counts.images,
         staged.failures, files.rec.stat().st_size, staged.seconds + time.perf_counter() - t0,
         resumed_from=staged.resumed_from, root=state["root"],
     )  # fmt: skip
     result.identities = counts.identities
+    result.property, result.property_note = counts.property, counts.property_note
     result.dropped_labels = staged.dropped_labels
     result.discarded_partial = staged.discarded_partial
     _move_report(staged.failure_report, files, grouped, result)

@@ -31,6 +31,7 @@ from ..errors import DatasetError
 from ..lstfile import ListItem
 from ..recordio import IndexedRecordWriter, IRHeader, pack
 from ..recordio.framing import needs_split
+from . import image_size
 
 __all__ = [
     "FaceCounts",
@@ -38,7 +39,9 @@ __all__ = [
     "face_header",
     "group_by_identity",
     "identity_of_label",
+    "property_conflict",
     "write_faces",
+    "write_property",
 ]
 
 #: The most identities a layout may claim (Glint360K has 360,232): a bound
@@ -89,12 +92,19 @@ def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, in
 
 @dataclass
 class FaceCounts:
-    """What :func:`write_faces` wrote."""
+    """What :func:`write_faces` wrote (and :func:`write_property`)."""
 
     images: int
     identities: int
     rec_sha256: str
     idx_sha256: str
+    #: the largest identity + 1: the number of classes a classifier needs
+    classes: int = 0
+    #: ``(height, width)`` of every image, when they all have one size
+    size: tuple[int, int] | None = None
+    #: the ``property`` file written beside the ``.rec``, or why not
+    property: Path | None = None
+    property_note: str | None = None
 
 
 def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name: str) -> FaceCounts:
@@ -105,8 +115,10 @@ def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name:
     ranges: list[tuple[int, int, int]] = []  # (identity, first record, end)
     done: set[int] = set()
     number = 1
+    sizes = _Sizes()
     try:
         for identity, image in images:
+            sizes.add(image)
             if ranges and ranges[-1][0] == identity:
                 ranges[-1] = (identity, ranges[-1][1], number + 1)
             else:
@@ -134,7 +146,86 @@ def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name:
     except BaseException:
         writer.abort()
         raise
-    return FaceCounts(number - 1, len(ranges), writer.sha256(), writer.index_sha256())
+    classes = max(done) + 1 if done else 0
+    return FaceCounts(
+        number - 1, len(ranges), writer.sha256(), writer.index_sha256(), classes, sizes.one()
+    )
+
+
+class _Sizes:
+    """Whether every image has one size, read from its header (a few
+    microseconds an image: no decoding)."""
+
+    def __init__(self) -> None:
+        self.size: tuple[int, int] | None = None
+        self.same = True
+
+    def add(self, image: bytes) -> None:
+        if self.same:
+            size = image_size(image)
+            self.same = size is not None and self.size in (None, size)
+            self.size = size
+
+    def one(self) -> tuple[int, int] | None:
+        return self.size if self.same else None
+
+
+#: the file older InsightFace training scripts read beside train.rec
+PROPERTY = "property"
+MAX_PROPERTY = 4096
+
+
+def write_property(rec: Path, counts: FaceCounts, *, overwrite: bool) -> FaceCounts:
+    """InsightFace's ``property`` file beside ``rec``: ``classes,height,width``
+    (what ``face2rec2.py``'s users and ``RecBuilder`` leave there, and its
+    older training scripts read), written atomically. Not written, with the
+    reason in ``counts.property_note``, when the images are not all one size,
+    or when a different ``property`` is there and ``overwrite`` is false."""
+    from ..storage import write_bytes
+
+    path = rec.parent / PROPERTY
+    if counts.size is None:
+        counts.property_note = (
+            "the images are not all one size (or some are unreadable), so no one height and "
+            "width could be written"
+        )
+        return counts
+    text = f"{counts.classes},{counts.size[0]},{counts.size[1]}\n".encode()
+    if os.path.lexists(path) and not path.is_file():
+        counts.property_note = f"{path} is there and is not a file"
+        return counts
+    there = _small_file(path)
+    if there is not None and there != text and not overwrite:
+        counts.property_note = property_conflict(str(path), there, text)
+        return counts
+    if there != text:
+        write_bytes(path, text)
+    counts.property = path
+    return counts
+
+
+def property_conflict(where: str, there: bytes, text: bytes) -> str:
+    """Why a ``property`` file was not replaced."""
+
+    def shown(data: bytes) -> str:
+        return repr(data[:40].decode("utf-8", "replace").strip())
+
+    return (
+        f"{where} is there already and says {shown(there)}, not {shown(text)}; "
+        "pass --overwrite to replace it"
+    )
+
+
+def _small_file(path: Path) -> bytes | None:
+    """The bytes of the file at ``path`` (its start, if large), or None if
+    there is none."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_PROPERTY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"(unreadable: {exc.strerror})".encode()
 
 
 def convert_to_faces(
@@ -183,6 +274,7 @@ def convert_to_faces(
             for _, head, identity in order:
                 yield identity, bytes(unpack(read_record(buf, head, size, reader.name)[0])[1])
 
-        return write_faces(images(), target, target.with_suffix(".idx"), reader.name)
+        counts = write_faces(images(), target, target.with_suffix(".idx"), reader.name)
+        return write_property(target, counts, overwrite=overwrite)
     finally:
         reader.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, ImageCodecError
+from ..formats import jpeg_frame
 from ..imaging import DECODE_ERRORS, open_image
 from ..lstfile import cannot_carry, printable
 from ..recordio.writer import write_all
@@ -139,16 +140,8 @@ def sniff(data: bytes) -> str | None:
     """``png`` for PNG data, ``cmyk-jpeg`` for a 4-component JPEG, else None."""
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return "png"
-    if data[:2] != b"\xff\xd8":
-        return None
-    pos = 2
-    while pos + 4 <= len(data) and data[pos] == 0xFF:
-        marker = data[pos + 1]
-        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
-            return "cmyk-jpeg" if pos + 9 < len(data) and data[pos + 9] == 4 else None
-        pos += 2 + length
-    return None
+    frame = jpeg_frame(data)
+    return "cmyk-jpeg" if frame is not None and frame[2] == 4 else None
 
 
 def reencode(data: bytes) -> bytes:

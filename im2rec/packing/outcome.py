@@ -54,6 +54,8 @@ class PackResult:
     discarded_partial: int = 0  # bytes of an interrupted run's output thrown away (no --resume)
     root: str = ""
     identities: int | None = None  # --layout insightface: the identities packed
+    property: Path | None = None  # --layout insightface: InsightFace's property file written
+    property_note: str | None = None  # why it was not
     #: where the outputs were published ("rec", "idx", "manifest", "report", "lst"), when
     #: the list is in a store (the paths above are then in the local spool)
     urls: dict[str, str] = field(default_factory=dict)
