@@ -142,6 +142,16 @@ def _run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
     return results
 
 
+def _inside(pool: Executor) -> bool:
+    """Whether this thread is one of ``pool``'s own: an owner's finaliser can
+    run there (the garbage collector runs on any thread), and a pool cannot
+    wait for the thread it is called on (``cannot join current thread``)."""
+    me = threading.current_thread()
+    return me is getattr(pool, "_executor_manager_thread", None) or me in getattr(
+        pool, "_threads", ()
+    )
+
+
 class LocalExecutor:
     """Runs ``fn`` over items on this machine, ``workers`` at a time.
 
@@ -254,7 +264,7 @@ class LocalExecutor:
                     elif proc.pid is not None and proc.exitcode is None:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(proc.pid, _STOP)
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=not _inside(pool), cancel_futures=True)
 
     def __enter__(self) -> LocalExecutor:
         return self

@@ -100,3 +100,29 @@ def test_a_batch_job_stops_between_images(tmp_path: Path, monkeypatch: pytest.Mo
         monkeypatch.setattr(executors, "_stop_asked", True)  # as a worker's SIGUSR1 sets it
         with pytest.raises(executors.Stopped):
             it.next()
+
+
+@pytest.mark.parametrize("io_bound", [False, True], ids=["processes", "threads"])
+def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
+    """An iterator's finaliser can run wherever the garbage collector runs,
+    the pool's manager thread included (Python 3.13 did that in CI): closing
+    there must not try to wait for the thread it runs on."""
+    import threading
+    from concurrent.futures import Future
+
+    executor = LocalExecutor(2)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def close(_future: Future[int]) -> None:
+        try:
+            executor.close()
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+        finally:
+            done.set()
+
+    # still running when the callback is added: it runs on the pool's thread
+    executor.submit(time.sleep, 0.5, io_bound=io_bound).add_done_callback(close)
+    assert done.wait(60)
+    assert errors == []
