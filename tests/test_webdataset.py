@@ -219,6 +219,27 @@ def test_members_across_and_beyond_read_chunks(
         list(samples(str(shard)))
 
 
+@pytest.mark.parametrize("suffix", [".tar", ".tar.gz"])
+def test_a_size_in_a_header_is_not_allocated_before_it_is_read(tmp_path: Path, suffix: str) -> None:
+    """A header that claims 400 MB in a small shard: an error naming the
+    member, with no 400 MB buffer made first (read directly, or by tarfile
+    through a decompressor)."""
+    import gzip
+    import tracemalloc
+
+    shard = tmp_path / f"liar{suffix}"
+    data = member_header("a.jpg", 400 << 20) + b"\xff\xd8" * 600 + bytes(1024)
+    shard.write_bytes(gzip.compress(data) if suffix == ".tar.gz" else data)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match="member a.jpg is cut short"):
+            list(samples(str(shard)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
 def test_damaged_and_missing_shards(mixed: Path, tmp_path: Path) -> None:
     (shard,) = export_webdataset(mixed, str(tmp_path / "one.tar")).shards
     data = Path(shard).read_bytes()

@@ -295,9 +295,9 @@ Member = tuple[str, int, bool, Data | None]
 
 def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Member]:
     """:func:`_members` of an uncompressed tar: a plain ustar file header (what
-    WebDataset and ``rec export`` write) is read here, with one ``pread``
-    for it and one for the data; anything else (pax and GNU extensions, links,
-    base-256 sizes, prefixes) is ``tarfile``'s to read."""
+    WebDataset and ``rec export`` write) is parsed here and its data is a view
+    of the chunk read (:class:`_Ahead`); anything else (pax and GNU
+    extensions, links, base-256 sizes, prefixes) is ``tarfile``'s to read."""
     ahead = _Ahead(cast(Any, tar.fileobj).fileno())
     # tarfile.open has read the first header already: start again from it
     cast(Any, tar).firstmember = None
@@ -347,6 +347,7 @@ class _Ahead:
 
     def __init__(self, fd: int):
         self.fd, self.base, self.buf = fd, 0, memoryview(b"")
+        self.size = os.fstat(fd).st_size  # no read past it: a size in a header is not trusted
         self.fetched = 0  # the kernel was asked for everything before this
         self.advise = getattr(os, "posix_fadvise", None)
         if self.advise is not None:
@@ -359,7 +360,8 @@ class _Ahead:
         if self.advise is not None and start + self.PREFETCH // 2 > self.fetched:
             self.advise(self.fd, start, self.PREFETCH, os.POSIX_FADV_WILLNEED)
             self.fetched = start + self.PREFETCH
-        self.base, self.buf = start, memoryview(os.pread(self.fd, max(n, self.SIZE), start))
+        want = max(0, min(max(n, self.SIZE), self.size - start))
+        self.base, self.buf = start, memoryview(os.pread(self.fd, want, start))
         return self.buf[:n]
 
 
@@ -431,12 +433,16 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?!\.|/))*$")
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:
     if member.issparse():
-        f = tar.extractfile(member)
-        data = f.read() if f is not None else b""
-    else:  # the bytes as they are stored: one seek and one read
-        assert tar.fileobj is not None
-        tar.fileobj.seek(member.offset_data)
-        data = tar.fileobj.read(member.size)
+        f: Any = tar.extractfile(member)
+    else:  # the bytes as they are stored
+        f = tar.fileobj
+        f.seek(member.offset_data)
+    # in pieces: memory grows with the bytes there, not with the size claimed
+    pieces, left = [], member.size
+    while left and f is not None and (piece := f.read(min(left, 1 << 20))):
+        pieces.append(piece)
+        left -= len(piece)
+    data = b"".join(pieces)
     if len(data) != member.size:
         raise DatasetError(f"{shard}: member {member.name} is cut short (the tar is truncated)")
     return data
