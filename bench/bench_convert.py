@@ -187,6 +187,7 @@ def main() -> None:
         for regime in ("cold", "warm") for name in ("export", "import")
     )  # fmt: skip
     results["warm_target"] = targets["warm"]
+    results["seconds"] = {key: [round(t, 3) for t in ts] for key, ts in samples.items()}
     results["targets_met"] = met
     if args.json:
         print(json.dumps(results))
