@@ -241,6 +241,11 @@ def test_the_property_file_older_insightface_scripts_read(tmp_path: Path) -> Non
     assert pack("--overwrite").returncode == 0 and prop.read_text() == "5,112,96\n"
 
     prop.unlink()
+    prop.mkdir()  # not a file: never replaced, even with --overwrite
+    done = pack("--overwrite")
+    assert done.returncode == 0 and prop.is_dir()
+    assert "property is there and is not a property file (property: is a folder)" in done.stdout
+    prop.rmdir()
     done = rec("convert", "faces.rec", "--layout", "insightface", "-o", "again", cwd=tmp_path)
     assert "already in the InsightFace layout" in done.stderr and not prop.exists()
     Image.fromarray(rng.integers(0, 256, (50, 40, 3), dtype=np.uint8)).save(root / "id4/1.jpg")

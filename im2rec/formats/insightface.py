@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatasetError
+from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..lstfile import ListItem
 from ..recordio import IndexedRecordWriter, IRHeader, pack
 from ..recordio.framing import needs_split
@@ -39,7 +39,8 @@ __all__ = [
     "face_header",
     "group_by_identity",
     "identity_of_label",
-    "property_conflict",
+    "property_text",
+    "settle_property",
     "write_faces",
     "write_property",
 ]
@@ -180,52 +181,51 @@ def write_property(rec: Path, counts: FaceCounts, *, overwrite: bool) -> FaceCou
     (what ``face2rec2.py``'s users and ``RecBuilder`` leave there, and its
     older training scripts read), written atomically. Not written, with the
     reason in ``counts.property_note``, when the images are not all one size,
-    or when a different ``property`` is there and ``overwrite`` is false."""
+    or when :func:`settle_property` says no."""
     from ..storage import write_bytes
 
-    path = rec.parent / PROPERTY
     if counts.size is None:
         counts.property_note = (
             "the images are not all one size (or some are unreadable), so no one height and "
             "width could be written"
         )
         return counts
-    text = f"{counts.classes},{counts.size[0]},{counts.size[1]}\n".encode()
-    if os.path.lexists(path) and not path.is_file():
-        counts.property_note = f"{path} is there and is not a file"
-        return counts
-    there = _small_file(path)
-    if there is not None and there != text and not overwrite:
-        counts.property_note = property_conflict(str(path), there, text)
-        return counts
-    if there != text:
-        write_bytes(path, text)
-    counts.property = path
+    path = rec.parent / PROPERTY
+    counts.property_note = settle_property(str(path), property_text(counts), overwrite=overwrite)
+    if counts.property_note is None:
+        write_bytes(path, property_text(counts))
+        counts.property = path
     return counts
 
 
-def property_conflict(where: str, there: bytes, text: bytes) -> str:
-    """Why a ``property`` file was not replaced."""
+def property_text(counts: FaceCounts) -> bytes:
+    assert counts.size is not None
+    return f"{counts.classes},{counts.size[0]},{counts.size[1]}\n".encode()
+
+
+def settle_property(location: str, text: bytes, *, overwrite: bool) -> str | None:
+    """Whether ``text`` may be written to ``location`` (a path or a URL):
+    None when nothing is there, the same text is, or ``overwrite``; else why
+    not. Something that cannot be a property file (a folder, a device, more
+    than 4 kB) is never replaced."""
+    from ..storage import read_bytes
+
+    try:
+        there = read_bytes(location, limit=MAX_PROPERTY)
+    except (FileNotFoundError, MissingFileError):
+        return None
+    except Im2RecError as exc:
+        return f"{location} is there and is not a property file ({exc}); it was left as it is"
+    if there == text or overwrite:
+        return None
 
     def shown(data: bytes) -> str:
         return repr(data[:40].decode("utf-8", "replace").strip())
 
     return (
-        f"{where} is there already and says {shown(there)}, not {shown(text)}; "
+        f"{location} is there already and says {shown(there)}, not {shown(text)}; "
         "pass --overwrite to replace it"
     )
-
-
-def _small_file(path: Path) -> bytes | None:
-    """The bytes of the file at ``path`` (its start, if large), or None if
-    there is none."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(MAX_PROPERTY)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"(unreadable: {exc.strerror})".encode()
 
 
 def convert_to_faces(

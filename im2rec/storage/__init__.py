@@ -110,11 +110,17 @@ def read_bytes(
     location: Location, storage_options: dict[str, Any] | None = None, limit: int = MAX_SMALL
 ) -> bytes:
     """A whole small file (an ``.idx``, a list): ``FileNotFoundError`` when it
-    is not there (local) or :class:`MissingFileError` (remote)."""
+    is not there (local) or :class:`MissingFileError` (remote), and
+    :class:`DatasetError` when it holds more than ``limit`` bytes (checked
+    before reading)."""
     if not is_url(location):
-        from ..recordio.files import read_regular_file
+        from ..recordio.files import open_regular
 
-        return read_regular_file(location)
+        fd, size = open_regular(location)
+        with os.fdopen(fd, "rb") as f:
+            if size > limit:
+                raise DatasetError(f"{location}: {size:,} bytes, more than {limit:,} expected")
+            return f.read()
     view = open_view(location, storage_options)
     try:
         if view.size > limit:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import AtomicGroup, exclusive
-from ..errors import DatasetError, MissingFileError
-from ..formats.insightface import property_conflict
+from ..errors import MissingFileError
+from ..formats.insightface import settle_property
 from ..lstfile import read_lst
 from ..packing import PackResult, PackRun, pack_files, result_from_manifest, run_state
 from ..resuming import PartialFiles, manifest_matches, replaceable
@@ -78,32 +78,18 @@ def pack_remote(lst: str, run: PackRun) -> PackResult:
         else:
             remove(urls["report"])  # an earlier run's, which no longer holds
             del urls["report"]
-        if result.property is not None:
+        if result.property is not None:  # beside the list, as beside a local one
             url = url_join(lst.rsplit("/", 1)[0], "property")
-            if _may_publish_property(result, url, run.overwrite):
+            text = result.property.read_bytes()
+            result.property_note = settle_property(url, text, overwrite=run.overwrite)
+            if result.property_note is None:
                 pairs.append((result.property, url))
                 urls["property"] = url
+            else:
+                result.property = None
         publish([*pairs, (result.manifest, urls["manifest"])])
         result.urls = urls
         return result
-
-
-def _may_publish_property(result: PackResult, url: str, overwrite: bool) -> bool:
-    """Whether the face layout's ``property`` file goes beside the list: not
-    over a different one unless ``--overwrite`` (``result`` then says why)."""
-    assert result.property is not None
-    text = result.property.read_bytes()
-    try:
-        there: bytes | None = read_bytes(url, limit=4096)
-    except MissingFileError:
-        there = None
-    except DatasetError:  # larger than any property file
-        there = b"(a large object)"
-    if there is None or there == text or overwrite:
-        return True
-    result.property = None
-    result.property_note = property_conflict(url, there, text)
-    return False
 
 
 def _done(manifest: Any, state: dict[str, Any], rec_size: int | None, idx: str) -> bool:
