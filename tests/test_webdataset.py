@@ -29,7 +29,8 @@ from im2rec.formats.tars import (
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
-from im2rec.recordio.framing import MAGIC_BYTES
+from im2rec.recordio.files import FileRange
+from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic
 
 from .test_faces import make_faces
 
@@ -191,32 +192,104 @@ def test_links_and_oversized_members_are_skipped_unread(tmp_path: Path) -> None:
     assert result.skipped == {"no image": 1}  # a's image is a link
 
 
+@pytest.mark.parametrize("range_from", [1000, 32 << 10])
 @pytest.mark.parametrize("chunk", [512, 1024, 4096, 1 << 20])
 def test_members_across_and_beyond_read_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, range_from: int
 ) -> None:
-    """A shard is read in chunks, members being views of them: members that
-    straddle a chunk's end, or are larger than a chunk, read as tarfile reads
-    them; a chunk's bytes stay as they were while later chunks are read."""
+    """A shard is read through one reused chunk: members that straddle a
+    chunk's end, or are larger than a chunk, read as tarfile reads them,
+    and keep their bytes while later chunks are read (small ones copied,
+    large ones as ranges of the shard, scanned for the magic word piece by
+    piece: an aligned word is found wherever the pieces end)."""
     from im2rec.formats import tars
 
     monkeypatch.setattr(tars._Ahead, "SIZE", chunk)
+    monkeypatch.setattr(tars, "RANGE_FROM", range_from)
     rng = np.random.default_rng(chunk)
     shard = tmp_path / "chunks.tar"
     want = {}
     with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for i, size in enumerate([0, 1, 511, 512, 513, 1023, 3000, 5000, 10_000, 7]):
-            for ext, data in (("bin", rng.bytes(size)), ("cls", str(i).encode())):
+        for i, size in enumerate([0, 1, 511, 512, 513, 1023, 3000, 5000, 10_000, 7, 2048]):
+            body = bytearray(rng.bytes(size))
+            if size >= 3000:  # the magic word: unaligned, aligned, aligned past 4096
+                at = {3000: 1001, 5000: 1024, 10_000: 4100}[size]
+                body[at : at + 4] = MAGIC_BYTES
+            for ext, data in (("bin", bytes(body)), ("cls", str(i).encode())):
                 info = tarfile.TarInfo(f"s{i:03d}.{ext}")
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
                 want[(f"s{i:03d}", ext)] = data
     got = list(samples(str(shard)))  # all kept while later chunks are read
     assert {(s.key, ext): bytes(v) for s in got for ext, v in s.fields.items()} == want
+    ranges = {s.key: v for s in got for v in s.fields.values() if isinstance(v, FileRange)}
+    assert sorted(ranges) == [f"s{i:03d}" for i in (5, 6, 7, 8, 10)] * (range_from == 1000)
+    for key, found in ranges.items():
+        assert found.magic == has_aligned_magic(bytes(found)) == (key in ("s007", "s008"))
     cut = shard.read_bytes()[: 512 * 30 + 100]  # inside the 10,000-byte member
     shard.write_bytes(cut)
     with pytest.raises(DatasetError, match="cut short|truncated"):
         list(samples(str(shard)))
+
+
+def image_sized(rng: np.random.Generator, size: int, magic_at: int | None) -> bytes:
+    body = bytearray(b"\xff\xd8\xff\xe0" + rng.bytes(size - 4))
+    body[:] = body.replace(MAGIC_BYTES, b"____")
+    if magic_at is not None:
+        body[magic_at : magic_at + 4] = MAGIC_BYTES
+    return bytes(body)
+
+
+@pytest.mark.parametrize("copy", ["sendfile", "copy_file_range", "read and write"])
+def test_image_sized_members_are_copied_by_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: str
+) -> None:
+    """Images from RANGE_FROM bytes go from shard to .rec as ranges, by
+    whichever copy the system has, and the .rec is byte-identical: whole
+    records, records split at an aligned magic word (in the image or only
+    in a header of several labels), odd lengths."""
+    import errno
+    import os
+
+    from im2rec.formats import tars
+
+    for name in ("sendfile", "copy_file_range")[
+        : ("sendfile", "copy_file_range", "read and write").index(copy)
+    ]:
+
+        def refuse(*args: object, name: str = name) -> int:
+            raise OSError(errno.ENOSYS, f"no {name} here")
+
+        monkeypatch.setattr(os, name, refuse)
+    rng = np.random.default_rng(7)
+    size = tars.RANGE_FROM
+    path = tmp_path / "large.rec"
+    with IndexedRecordWriter(path) as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), image_sized(rng, size + 5, None)))
+        w.write_key(1, pack((0, 2.0, 1, 0), image_sized(rng, size, size // 2 & ~3)))
+        w.write_key(2, pack((0, 3.0, 2, 0), image_sized(rng, size + 3, size // 2 | 1)))
+        magic_label = float(np.frombuffer(MAGIC_BYTES, "<f4")[0])
+        w.write_key(3, pack((0, [magic_label, 1.0], 3, 0), image_sized(rng, size * 3, None)))
+        w.write_key(4, pack((0, 4.0, 4, 0), image_sized(rng, size * 2 + 1, size)))
+    back = export_and_import(path, tmp_path, maxcount=2)
+    assert back.with_suffix(".rec").read_bytes() == path.read_bytes()
+    assert back.with_suffix(".idx").read_bytes() == path.with_suffix(".idx").read_bytes()
+    kept = [f for shard in sorted(tmp_path.glob("wds-*.tar")) for s in samples(str(shard))
+            for f in s.fields.values() if isinstance(f, FileRange)]  # fmt: skip
+    assert [f.magic for f in kept] == [False, True, False, False, True]
+
+
+def test_a_shard_changed_while_it_is_read_is_refused(mixed: Path, tmp_path: Path) -> None:
+    """Ranges of a shard are copied after it was scanned: a shard that
+    another program writes to meanwhile is refused, not copied half-new."""
+    import os
+
+    (shard,) = export_webdataset(mixed, str(tmp_path / "one.tar")).shards
+    reading = samples(shard)
+    next(reading)
+    os.utime(shard, ns=(0, 1))  # as a write would leave it
+    with pytest.raises(DatasetError, match="changed while it was being read"):
+        list(reading)
 
 
 @pytest.mark.parametrize("suffix", [".tar", ".tar.gz"])

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pickle
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from im2rec.errors import DuplicateKeyError, ModeError
+from im2rec.errors import DuplicateKeyError, ModeError, TruncatedRecordError
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordWriter, frame
 from im2rec.recordio import writer as writer_module
+from im2rec.recordio.files import FileRange, HeldFile
+from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic, needs_split
 
 
 def test_writes_appear_only_when_closed(tmp_path: Path) -> None:
@@ -193,3 +198,87 @@ def test_partial_writes_are_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert data == b"".join(map(frame, records))
     assert w.sha256() == hashlib.sha256(data).hexdigest()
     assert calls[0] >= len(data) // 1000  # every write was cut short, and resumed
+
+
+def ranges_of(tmp_path: Path, pieces: list[bytes]) -> list[FileRange]:
+    """Each piece as a range of one source file, with its magic word scanned."""
+    src = tmp_path / "source.bin"
+    src.write_bytes(b"".join(pieces))
+    fd = os.open(src, os.O_RDONLY)
+    held = HeldFile(fd)
+    out, offset = [], 0
+    for piece in pieces:
+        out.append(FileRange(fd, offset, len(piece), str(src), has_aligned_magic(piece), held))
+        offset += len(piece)
+    return out
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=24).map(lambda b: b[: len(b) & ~3]),  # a header: whole words
+            st.binary(max_size=300),
+            st.sampled_from([None, 0, 4, 5, 8]),  # where a magic word goes in the body
+            st.booleans(),  # split known to the caller, or not
+        ),
+        min_size=1, max_size=6,
+    ),
+    st.booleans(),
+)  # fmt: skip
+def test_a_body_still_in_a_file_is_framed_as_bytes_are(
+    tmp_path: Path, records: list[tuple[bytes, bytes, int | None, bool]], hashing: bool
+) -> None:
+    """write(head, FileRange): the same file and index as writing the bytes,
+    split at aligned magic words in the header or the body, whether the
+    caller says so, the range's own scan does, or nobody did; a hashing
+    writer reads the body and hashes what it wrote."""
+    bodies = []
+    for _, body, at, _ in records:
+        if at is not None and len(body) >= at + 4:
+            body = body[:at] + MAGIC_BYTES + body[at + 4 :]
+        bodies.append(body)
+    ranges = ranges_of(tmp_path, bodies)
+    for name, use_range in (("bytes", False), ("range", True)):
+        with IndexedRecordWriter(tmp_path / f"{name}.rec", hashing=hashing) as w:
+            for i, ((head, _, _, told), body, where) in enumerate(
+                zip(records, bodies, ranges, strict=True)
+            ):
+                split = needs_split(head, body) if told else None
+                if use_range and i % 2:
+                    where = dataclasses.replace(where, magic=None)  # never scanned
+                w.write_key(i, head, where if use_range else body, split=split)
+        if hashing:
+            assert w.sha256() == hashlib.sha256((tmp_path / f"{name}.rec").read_bytes()).hexdigest()
+    assert (tmp_path / "range.rec").read_bytes() == (tmp_path / "bytes.rec").read_bytes()
+    assert (tmp_path / "range.idx").read_bytes() == (tmp_path / "bytes.idx").read_bytes()
+
+
+def test_a_range_of_a_file_that_shrank_is_an_error(tmp_path: Path) -> None:
+    (whole,) = ranges_of(tmp_path, [b"x" * 5000])
+    os.truncate(whole.name, 3000)
+    with pytest.raises(TruncatedRecordError, match="ends at byte 3,000.*truncated or rewrote"):
+        bytes(whole)
+    with pytest.raises(TruncatedRecordError, match="ends at byte 3,000"), \
+            RecordWriter(tmp_path / "out.rec") as w:  # fmt: skip
+        w.write(b"head", whole, split=False)
+    assert not (tmp_path / "out.rec").exists()
+
+
+def test_a_copy_that_fails_for_another_reason_is_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only "not here" errors (no such call, another file system) fall back
+    to the next way of copying; a real failure (disk full) is raised."""
+    import errno
+
+    (whole,) = ranges_of(tmp_path, [b"y" * 100])
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "sendfile", full)
+    with pytest.raises(OSError, match="No space left"), RecordWriter(tmp_path / "o.rec") as w:
+        w.write(b"head", whole, split=False)

@@ -13,12 +13,14 @@ memory); a sample is the run of consecutive members sharing a key (the name
 up to the first dot of its last component). Untrusted shards are read as
 ``rec imagenet`` reads tars: a member name that is absolute or climbs out
 with ``..`` is refused, a field repeated within a sample is refused, and a
-member larger than a record can be is skipped unread.
+member larger than a record can be is skipped unread. In a plain (not
+compressed) shard, an image-sized member is not read into the sample but
+given as where it lies (:class:`~im2rec.recordio.files.FileRange`), so
+``rec import`` has the kernel copy it, as ``cat`` copies a file.
 """
 
 from __future__ import annotations
 
-import errno
 import glob
 import io
 import os
@@ -27,19 +29,22 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from ..atomic import AtomicGroup
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
+from ..recordio.files import FileRange, HeldFile, pread
+from ..recordio.framing import has_aligned_magic
+from ..recordio.writer import write_all
 
 __all__ = ["Data", "FileRange", "Sample", "ShardWriter", "expand_shards", "samples"]
 
 _BLOCK = 512
-#: a member's bytes: ``bytes``, or a read-only view of the ``bytes`` it was
-#: read with (never changes; keeps that read alive while it is kept)
-Data = bytes | memoryview
+#: a member's bytes: ``bytes``, or where they lie in the shard (a large
+#: member of a plain tar; ``bytes(data)`` reads them)
+Data = bytes | FileRange
 #: at most this many members of a sample are kept (a sample is a handful of
 #: fields; a key shared by thousands of members is a hostile tar)
 MAX_FIELDS = 64
@@ -83,7 +88,7 @@ class ShardWriter:
         if self._fd is not None:
             # tar's end: two zero blocks, then zeros to a whole 10 kB record
             end = self._size + 2 * _BLOCK
-            _write_all(self._fd, [b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE)])
+            write_all(self._fd, [b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE)])
             os.close(self._fd)
             self._fd = None
 
@@ -106,14 +111,14 @@ class ShardWriter:
         for ext, data in fields:
             parts.append(member_header(f"{key}.{ext}", len(data)))
             if isinstance(data, FileRange):
-                _write_all(self._fd, parts)
+                write_all(self._fd, parts)
                 parts = []
                 data.copy_to(self._fd)
             else:
                 parts.append(data)
             if len(data) % _BLOCK:
                 parts.append(_ZEROS[: -len(data) % _BLOCK])
-        _write_all(self._fd, parts)  # one system call a sample (or one around each range)
+        write_all(self._fd, parts)  # one system call a sample (or one around each range)
         self._count += 1
         self._size += size
 
@@ -123,71 +128,6 @@ class ShardWriter:
 
 
 _ZEROS = bytes(_BLOCK)
-
-
-class FileRange(NamedTuple):
-    """``length`` bytes of the open file ``fd`` from ``offset``."""
-
-    fd: int
-    offset: int
-    length: int
-    name: str
-
-    def __len__(self) -> int:
-        return self.length
-
-    def copy_to(self, out: int) -> None:
-        """Append the bytes to ``out`` (at its position): ``copy_file_range``
-        (the kernel copies, or shares the blocks), else ``sendfile``, else
-        read and write."""
-        offset, left = self.offset, self.length
-        for copy in (_copy_file_range, _sendfile, _read_write):
-            try:
-                while left:
-                    done = copy(self.fd, out, offset, left)
-                    if not done:
-                        raise DatasetError(
-                            f"{self.name}: ends before byte {offset + left:,} (it shrank while "
-                            "being read)"
-                        )
-                    offset, left = offset + done, left - done
-                return
-            except OSError as exc:
-                if exc.errno not in _NOT_HERE:
-                    raise
-
-
-#: errors meaning "this way of copying does not work here": try the next
-_NOT_HERE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOTSUP}
-
-
-def _copy_file_range(src: int, dst: int, offset: int, n: int) -> int:
-    if not hasattr(os, "copy_file_range"):
-        raise OSError(errno.ENOSYS, "no copy_file_range")
-    return os.copy_file_range(src, dst, min(n, 1 << 30), offset)
-
-
-def _sendfile(src: int, dst: int, offset: int, n: int) -> int:
-    if not hasattr(os, "sendfile"):
-        raise OSError(errno.ENOSYS, "no sendfile")
-    return os.sendfile(dst, src, offset, min(n, 1 << 30))
-
-
-def _read_write(src: int, dst: int, offset: int, n: int) -> int:
-    data = os.pread(src, min(n, 1 << 24), offset)
-    if data:
-        _write_all(dst, [data])
-    return len(data)
-
-
-def _write_all(fd: int, parts: list[bytes]) -> None:
-    while parts:
-        done = os.writev(fd, parts[:1024])  # IOV_MAX
-        while parts and done >= len(parts[0]):
-            done -= len(parts[0])
-            parts.pop(0)
-        if done:
-            parts[0] = parts[0][done:]
 
 
 def _template() -> tuple[bytes, int]:
@@ -295,35 +235,58 @@ Member = tuple[str, int, bool, Data | None]
 
 def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Member]:
     """:func:`_members` of an uncompressed tar: a plain ustar file header (what
-    WebDataset and ``rec export`` write) is parsed here and its data is a view
-    of the chunk read (:class:`_Ahead`); anything else (pax and GNU
-    extensions, links, base-256 sizes, prefixes) is ``tarfile``'s to read."""
-    ahead = _Ahead(cast(Any, tar.fileobj).fileno())
+    WebDataset and ``rec export`` write) is parsed here and its data read
+    through one reused chunk (:class:`_Ahead`): a small member as ``bytes``, a
+    large one (from ``RANGE_FROM``) as where it lies in the shard, a
+    :class:`FileRange` that keeps the shard open and says whether MXNet's
+    magic word is in it (scanned as it was read), so its bytes are copied
+    to a ``.rec`` by the kernel and never pass through Python again.
+    Anything else (pax and GNU extensions, links, base-256 sizes, prefixes)
+    is ``tarfile``'s to read. A shard that changes while it is read (its
+    size or modification time) is refused: the ranges would no longer hold
+    the bytes that were scanned."""
+    fileobj = cast(Any, tar.fileobj)
+    before = os.fstat(fileobj.fileno())
+    held = HeldFile(os.dup(fileobj.fileno()))
+    ahead = _Ahead(held.fd, before.st_size)
     # tarfile.open has read the first header already: start again from it
     cast(Any, tar).firstmember = None
     tar.offset = 0
-    cast(Any, tar.fileobj).seek(0)
+    fileobj.seek(0)
     while True:
         offset = tar.offset
         block = bytes(ahead.get(offset, _BLOCK))
         found = _ustar_file(block) if len(block) == _BLOCK else None
         if found is None:
-            cast(Any, tar.fileobj).seek(tar.offset)  # where tarfile expects to read next
+            fileobj.seek(tar.offset)  # where tarfile expects to read next
             member = _next(tar, shard)
             if member is None:
-                return
+                break
             if not member.isdir():
                 yield _member(tar, member, shard, limit)
             continue
         name, size = found
-        tar.offset = offset + _BLOCK + size + (-size) % _BLOCK
+        start = offset + _BLOCK
+        tar.offset = start + size + (-size) % _BLOCK
         if size >= limit:
             yield name, size, True, None
             continue
-        data = ahead.get(offset + _BLOCK, size)
-        if len(data) != size:
+        data: Data | None
+        if size >= RANGE_FROM:
+            magic = ahead.scan(start, size)
+            data = None if magic is None else FileRange(held.fd, start, size, shard, magic, held)
+        else:
+            view = ahead.get(start, size)
+            data = bytes(view) if len(view) == size else None
+        if data is None:
             raise DatasetError(f"{shard}: member {name} is cut short (the tar is truncated)")
         yield name, size, True, data
+    after = os.fstat(held.fd)
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise DatasetError(
+            f"{shard}: changed while it was being read (another program wrote to it); "
+            "run again once that program has finished"
+        )
 
 
 def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str, limit: int) -> Member:
@@ -331,38 +294,70 @@ def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str, limit: in
     return member.name, member.size, member.isreg(), _read(tar, member, shard) if wanted else None
 
 
+#: members from this size are handed on as ranges of the shard (see
+#: _plain_members): images; labels and json stay bytes
+RANGE_FROM = 32 << 10
+
+
 class _Ahead:
-    """Reads of a file in chunks of ``SIZE`` bytes: members (headers and
-    data) are zero-copy views of the chunk they lie in, so a shard costs one
-    system call and one copy into memory per chunk, not one per member; a
-    member larger than a chunk gets a chunk of its own. The views are
-    read-only views of ``bytes``, so they never change under whoever keeps
-    them, and a chunk lives as long as a view of it. The kernel is asked to
+    """Reads of a file through one reused chunk of ``SIZE`` bytes: a header
+    or small member is a view of the chunk, valid until the next read (who
+    keeps it copies it); a large member is scanned piece by piece and not
+    kept. The chunk is reused, not allocated per read, so no fresh memory
+    is faulted in, and it is small enough that its bytes are still in the
+    CPU's cache when they are scanned or copied. The kernel is asked to
     read the next ``PREFETCH`` bytes from the disk in the background
     (``posix_fadvise``), so a shard that is not cached is read while the
     records are made."""
 
-    SIZE = 4 << 20
+    SIZE = 1 << 20
     PREFETCH = 32 << 20
 
-    def __init__(self, fd: int):
-        self.fd, self.base, self.buf = fd, 0, memoryview(b"")
-        self.size = os.fstat(fd).st_size  # no read past it: a size in a header is not trusted
+    def __init__(self, fd: int, size: int):
+        self.fd, self.size = fd, size  # no read past size: a size in a header is not trusted
+        self.buf = memoryview(bytearray(self.SIZE))
+        self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
         self.fetched = 0  # the kernel was asked for everything before this
         self.advise = getattr(os, "posix_fadvise", None)
         if self.advise is not None:
             self.advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
     def get(self, start: int, n: int) -> memoryview:
-        off = start - self.base
-        if 0 <= off and off + n <= len(self.buf):
-            return self.buf[off : off + n]
+        """The ``n`` bytes from ``start`` (fewer only where the file ends)."""
+        if self.base <= start and start + n <= self.end:
+            return self.buf[start - self.base : start + n - self.base]
+        if n > len(self.buf):  # (only when SIZE is set below a small member's size)
+            return memoryview(pread(self.fd, max(0, min(n, self.size - start)), start))
         if self.advise is not None and start + self.PREFETCH // 2 > self.fetched:
             self.advise(self.fd, start, self.PREFETCH, os.POSIX_FADV_WILLNEED)
             self.fetched = start + self.PREFETCH
-        want = max(0, min(max(n, self.SIZE), self.size - start))
-        self.base, self.buf = start, memoryview(os.pread(self.fd, want, start))
-        return self.buf[:n]
+        want, got = max(0, min(len(self.buf), self.size - start)), 0
+        while got < want and (done := _read_into(self.fd, self.buf[got:want], start + got)):
+            got += done
+        self.base, self.end = start, start + got
+        return self.buf[: min(n, got)]
+
+    def scan(self, start: int, n: int) -> bool | None:
+        """Whether the ``n`` bytes from ``start`` hold MXNet's magic word at
+        a multiple of 4 from ``start``; None if the file ends first."""
+        found = False
+        while n:
+            piece = self.get(start, min(n, len(self.buf)))
+            if len(piece) < n:
+                piece = piece[: len(piece) & ~3]  # pieces end 4-aligned: no word spans two
+            if not piece:
+                return None
+            found = found or has_aligned_magic(piece)
+            start, n = start + len(piece), n - len(piece)
+        return found
+
+
+def _read_into(fd: int, view: memoryview, offset: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], offset)
+    data = pread(fd, len(view), offset)  # (Windows)
+    view[: len(data)] = data
+    return len(data)
 
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions

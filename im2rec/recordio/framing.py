@@ -38,6 +38,8 @@ __all__ = [
     "Buffer",
     "frame",
     "frame_parts",
+    "has_aligned_magic",
+    "whole_frame",
     "needs_split",
     "iter_heads",
     "read_record",
@@ -111,7 +113,15 @@ def needs_split(*pieces: bytes | bytearray | memoryview) -> bool:
     :func:`frame_parts`, so the writer does not scan every image again."""
     if any(len(p) & 3 for p in pieces[:-1]):  # pieces scan alone only when 4-aligned
         return bool(_aligned_magics(b"".join(pieces)))
-    return any(_has_aligned_magic(p) for p in pieces)
+    return any(has_aligned_magic(p) for p in pieces)
+
+
+def whole_frame(n: int) -> tuple[bytes, bytes]:
+    """The bytes around a whole (unsplit) record of ``n`` bytes: its magic
+    and length words before, its padding after."""
+    if n >= MAX_RECORD_SIZE:
+        raise _too_large(n)
+    return _HEAD.pack(MAGIC, n), _PADS[n & 3]
 
 
 def frame_parts(
@@ -160,7 +170,7 @@ def _frozen(piece: bytes | bytearray | memoryview) -> bool:
     )  # fmt: skip
 
 
-def _has_aligned_magic(data: bytes | bytearray | memoryview) -> bool:
+def has_aligned_magic(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` has a magic word at a multiple of 4 (the usual
     answer, no, without listing where: ``any`` over the comparison, half
     the time of :func:`_aligned_magics`' list of offsets on rec import's

@@ -14,14 +14,15 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from _hashlib import HASH
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
-from .framing import frame, frame_parts
+from .files import FileRange
+from .framing import frame, frame_parts, needs_split, whole_frame
 
 Chunk = bytes | bytearray | memoryview
 
@@ -271,7 +272,7 @@ class RecordWriter:
         writing in place)."""
         return self._out.tmp
 
-    def write(self, data: Chunk, *more: Chunk, split: bool | None = None) -> int:
+    def write(self, data: Chunk, *more: Chunk | FileRange, split: bool | None = None) -> int:
         """Append one record holding ``data`` (followed by ``more``, e.g. an
         image record's header, then its image bytes: written as they are,
         never joined); return the byte offset where it starts. ``split``:
@@ -280,17 +281,42 @@ class RecordWriter:
         extend = self._extend
         if extend is None or self._generation != _forks[0]:
             raise self._unusable()
+        if more and type(body := more[-1]) is FileRange:
+            head = cast("tuple[Chunk, ...]", more[:-1])
+            return self._write_range(data, *head, body=body, split=split)
         pos = self._pos
         if not more and len(data) < _SMALL:  # a small record is cheaper joined than in pieces
             framed = frame(data)
             self._append(framed)
             size = len(framed)
         else:
-            parts, size = frame_parts(data, *more, split=split)
+            parts, size = frame_parts(data, *cast("tuple[Chunk, ...]", more), split=split)
             extend(parts)
         self._pos = end = pos + size
         if end - self._flushed >= _BUFFER:
             self.flush()
+        return pos
+
+    def _write_range(self, *head: Chunk, body: FileRange, split: bool | None) -> int:
+        """:meth:`write` of a record whose last piece is still in a file: the
+        header pieces are written, then the kernel copies the body file to
+        file (as ``cat`` does). A record that must be split (or may have to:
+        nobody scanned the body), or a writer that hashes what it writes,
+        reads the body instead."""
+        n = sum(p.nbytes if type(p) is memoryview else len(p) for p in head)
+        if split is None and body.magic is not None and not n & 3:
+            split = body.magic or needs_split(*head)
+        if split is not False or self._out.hasher is not None:
+            return self.write(*head, bytes(body), split=split)
+        before, after = whole_frame(n + len(body))
+        pos = self._pos
+        self._out.pending.extend((before, *head))
+        self._out.flush()
+        assert self._out.fd is not None
+        body.copy_to(self._out.fd)
+        self._append(after)
+        self._pos = pos + len(before) + n + len(body) + len(after)
+        self._flushed = self._pos - len(after)
         return pos
 
     def flush(self) -> None:
@@ -407,7 +433,9 @@ class IndexedRecordWriter(RecordWriter):
     def index_path(self) -> Path:
         return self._idx.path
 
-    def write_key(self, key: Any, data: Chunk, *more: Chunk, split: bool | None = None) -> int:
+    def write_key(
+        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None
+    ) -> int:
         """Append one record under ``key`` (its bytes: ``data`` then
         ``more``, and ``split``, as for :meth:`write`); return its offset."""
         key = self.key_type(key)
