@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.
-$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/decoding/*.c)
+$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/decoding/*.c im2rec/recordio/*.c)
 	$(BIN)/python setup.py -q build_ext --inplace
 	@touch $@
 

@@ -1,9 +1,9 @@
-"""The compiled parts, both optional: JPEG region decoding against
-libjpeg-turbo (im2rec/decoding/_jpeg.c) and pixels to normalised tensors
-(im2rec/decoding/_tensor.c). Without a C compiler or the libjpeg headers
-the build goes on without them and im2rec decodes with Pillow and
-normalises with numpy (``rec --version`` says which). Everything else is in
-pyproject.toml."""
+"""The compiled parts, all optional: JPEG region decoding against
+libjpeg-turbo (im2rec/decoding/_jpeg.c), pixels to normalised tensors
+(im2rec/decoding/_tensor.c) and the magic-word scan (im2rec/recordio/_words.c).
+Without a C compiler or the libjpeg headers the build goes on without them
+and im2rec decodes with Pillow and normalises and scans with numpy
+(``rec --version`` says which). Everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -23,6 +23,12 @@ setup(
         Extension(
             "im2rec.decoding._tensor",
             ["im2rec/decoding/_tensor.c"],
+            extra_compile_args=[*FLAGS, "-O3"],
+            optional=True,
+        ),
+        Extension(
+            "im2rec.recordio._words",
+            ["im2rec/recordio/_words.c"],
             extra_compile_args=[*FLAGS, "-O3"],
             optional=True,
         ),

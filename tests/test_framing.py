@@ -5,11 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from im2rec.errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
-from im2rec.recordio import MAX_RECORD_SIZE, frame, read_record
+from im2rec.recordio import MAX_RECORD_SIZE, frame, framing, read_record
 from im2rec.recordio.framing import _VECTOR_SCAN, MAGIC_BYTES, frame_parts, iter_heads, needs_split
 
 M = MAGIC_BYTES
@@ -243,3 +243,45 @@ def test_needs_split_scans_views_without_copying_them(at: int) -> None:
     assert needs_split(bytes(24), view) and needs_split(view)
     assert not needs_split(bytes(24), view[at + 4 :]) and not needs_split(view[: at + 2])
     assert not needs_split(bytes(22), view)  # joined, the word is no longer 4-aligned
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=700),
+    st.lists(st.integers(min_value=0, max_value=700), max_size=3),
+    st.integers(min_value=0, max_value=3),
+)
+def test_the_magic_word_scan_is_the_same_with_and_without_c(
+    body: bytes, places: list[int], skip: int
+) -> None:
+    """has_aligned_magic, by the C scan (when built), by numpy and by
+    bytes.find, on buffers of every length and start (a view from any
+    offset), with magic words placed at aligned and unaligned offsets."""
+    data = bytearray(body)
+    for at in places:
+        data[at : at + 4] = framing.MAGIC_BYTES
+    want = any(not i & 3 for i in _find_all(bytes(data[skip:]), framing.MAGIC_BYTES))
+    for piece in (bytes(data[skip:]), memoryview(data)[skip:], bytearray(data[skip:])):
+        assert framing.has_aligned_magic(piece) == want
+    c_scan = framing._has_word
+    try:
+        framing._has_word = None  # as built without a compiler
+        assert framing.has_aligned_magic(bytes(data[skip:])) == want
+        assert framing.has_aligned_magic(memoryview(data)[skip:]) == want
+    finally:
+        framing._has_word = c_scan
+
+
+def _find_all(data: bytes, word: bytes) -> list[int]:
+    return [i for i in range(len(data) - 3) if data[i : i + 4] == word]
+
+
+def test_the_c_scan_takes_large_and_odd_buffers() -> None:
+    words = pytest.importorskip("im2rec.recordio._words", reason="built without a compiler")
+    big = bytearray(3 << 20)
+    assert not words.has_word(big, framing.MAGIC_BYTES)
+    big[(2 << 20) + 4 : (2 << 20) + 8] = framing.MAGIC_BYTES  # past the GIL-free threshold
+    assert words.has_word(big, framing.MAGIC_BYTES)
+    assert not words.has_word(memoryview(big)[1:], framing.MAGIC_BYTES)  # now unaligned
+    with pytest.raises(ValueError, match="4 bytes"):
+        words.has_word(b"abcd", b"abc")
