@@ -18,7 +18,7 @@ from im2rec.imaging import im2rec_geometry
 from im2rec.lstfile import read_lst
 from im2rec.packing import DiskFullError, PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
-from im2rec.recordio import writer as writer_module
+from im2rec.recordio import copying as copying_module
 
 from .conftest import make_odd_images, photo, photo_folder, write_lst
 
@@ -327,7 +327,7 @@ def test_disk_full_is_a_clear_error_and_resumable(
     options = PackOptions(pass_through=True)
     pack_list(photos, options)
     reference = outputs(photos)
-    real_writev, written = writer_module._writev, [0]
+    real_writev, written = copying_module._writev, [0]
 
     def writev(fd: int, buffers: list[bytes]) -> int:
         size = sum(map(len, buffers))
@@ -336,7 +336,7 @@ def test_disk_full_is_a_clear_error_and_resumable(
         written[0] += size
         return real_writev(fd, buffers)
 
-    monkeypatch.setattr(writer_module, "_writev", writev)
+    monkeypatch.setattr(copying_module, "_writev", writev)
     big = photos.parent / "ph"
     for f in sorted(big.iterdir()):  # make the output large enough to fill "the disk"
         f.write_bytes(f.read_bytes() + bytes(30_000))
@@ -344,7 +344,7 @@ def test_disk_full_is_a_clear_error_and_resumable(
         pack_list(photos, options)
     assert photos.with_suffix(".rec.partial").stat().st_size > 0
     assert outputs(photos) == reference  # the earlier finished output is untouched
-    monkeypatch.setattr(writer_module, "_writev", real_writev)
+    monkeypatch.setattr(copying_module, "_writev", real_writev)
     result = pack_list(photos, options, resume=True)
     assert result.resumed_from > 0 and not result.already_done
     resumed = outputs(photos)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from im2rec.errors import DuplicateKeyError, ModeError, TruncatedRecordError
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordWriter, frame
-from im2rec.recordio import writer as writer_module
+from im2rec.recordio import copying as copying_module
 from im2rec.recordio.files import FileRange, HeldFile
 from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic, needs_split
 
@@ -155,7 +155,7 @@ def test_ctrl_c_in_the_middle_of_a_flush_loses_nothing(
     """Ctrl-C while buffered records are being written (after ``written``
     bytes of them reached the file): suspend() writes the rest, so the
     partial output holds every record handed to the writer, in order."""
-    real_writev = writer_module._writev
+    real_writev = copying_module._writev
 
     def interrupted(fd: int, buffers: list[bytes]) -> int:
         if written:
@@ -166,10 +166,10 @@ def test_ctrl_c_in_the_middle_of_a_flush_loses_nothing(
     w = IndexedRecordWriter(tmp_path / "a.rec", temp=tmp_path / "a.rec.partial",
                             idx_temp=tmp_path / "a.idx.partial", hashing=True)  # fmt: skip
     offsets = [w.write_key(i, r) for i, r in enumerate(records)]
-    monkeypatch.setattr(writer_module, "_writev", interrupted)
+    monkeypatch.setattr(copying_module, "_writev", interrupted)
     with pytest.raises(KeyboardInterrupt):
         w.flush()
-    monkeypatch.setattr(writer_module, "_writev", real_writev)
+    monkeypatch.setattr(copying_module, "_writev", real_writev)
     w.suspend()
     assert (tmp_path / "a.rec.partial").read_bytes() == b"".join(map(frame, records))
     lines = (tmp_path / "a.idx.partial").read_text().splitlines()
@@ -183,13 +183,13 @@ def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_partial_writes_are_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # writev may write less than asked (a signal, a nearly full disk): the rest must follow
-    real_writev, calls = writer_module._writev, [0]
+    real_writev, calls = copying_module._writev, [0]
 
     def short_writev(fd: int, buffers: list[bytes]) -> int:
         calls[0] += 1
         return real_writev(fd, [memoryview(b"".join(buffers))[:1000]])
 
-    monkeypatch.setattr(writer_module, "_writev", short_writev)
+    monkeypatch.setattr(copying_module, "_writev", short_writev)
     records = [bytes([i]) * (300 * i + 5) for i in range(40)]
     with IndexedRecordWriter(tmp_path / "a.rec", hashing=True) as w:
         for i, record in enumerate(records):
@@ -229,7 +229,7 @@ def ranges_of(tmp_path: Path, pieces: list[bytes]) -> list[FileRange]:
     st.booleans(),
 )  # fmt: skip
 def test_a_body_still_in_a_file_is_framed_as_bytes_are(
-    tmp_path: Path, records: list[tuple[bytes, bytes, int | None, bool]], hashing: bool
+    tmp_path: Path, copies: str, records: list[tuple[bytes, bytes, int | None, bool]], hashing: bool
 ) -> None:
     """write(head, FileRange): the same file and index as writing the bytes,
     split at aligned magic words in the header or the body, whether the
@@ -267,8 +267,35 @@ def test_a_range_of_a_file_that_shrank_is_an_error(tmp_path: Path) -> None:
     assert not (tmp_path / "out.rec").exists()
 
 
-def test_a_copy_that_fails_for_another_reason_is_not_retried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(params=["C helper", "one copy at a time"])
+def copies(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of making a batch of copies: the C helper (when built) and
+    the Python loop used without it."""
+    if request.param == "C helper":
+        pytest.importorskip("im2rec.recordio._copies", reason="built without a compiler")
+    else:
+        monkeypatch.setattr(copying_module, "_copy_records", None)
+    return str(request.param)
+
+
+def test_a_batch_of_copies_writes_glue_then_ranges(tmp_path: Path, copies: str) -> None:
+    """Bytes, then each range, in order; into a file opened for appending,
+    where sendfile refuses (EINVAL) and the copies are read and written."""
+    ranges = ranges_of(tmp_path, [b"a" * 70_000, b"", b"b" * 3, b"c" * (3 << 20)])
+    items = [(b"1", ranges[0]), (b"", ranges[1]), (b"22", ranges[2]), (b"", ranges[3]),
+             (b"end", None)]  # fmt: skip
+    want = b"1" + b"a" * 70_000 + b"22" + b"bbb" + b"c" * (3 << 20) + b"end"
+    for flags in (os.O_TRUNC, os.O_APPEND):
+        out = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flags)
+        try:
+            copying_module.copy_batch(out, items)
+        finally:
+            os.close(out)
+        assert (tmp_path / "out.bin").read_bytes() == want
+
+
+def test_a_failing_copy_is_raised_not_retried(
+    tmp_path: Path, copies: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only "not here" errors (no such call, another file system) fall back
     to the next way of copying; a real failure (disk full) is raised."""
@@ -279,6 +306,30 @@ def test_a_copy_that_fails_for_another_reason_is_not_retried(
     def full(*args: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "sendfile", full)
-    with pytest.raises(OSError, match="No space left"), RecordWriter(tmp_path / "o.rec") as w:
-        w.write(b"head", whole, split=False)
+    monkeypatch.setattr(os, "sendfile", full)  # (the C helper calls the kernel's own)
+    out = os.open("/dev/full", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            copying_module.copy_batch(out, [(b"head", whole)])
+    finally:
+        os.close(out)
+    if copies == "one copy at a time":  # (the C helper does not call os.sendfile)
+        with pytest.raises(OSError, match="No space left"), RecordWriter(tmp_path / "o.rec") as w:
+            w.write(b"head", whole, split=False)
+        assert not (tmp_path / "o.rec").exists()
+
+
+def test_a_writer_stopped_while_copying_leaves_nothing(tmp_path: Path, copies: str) -> None:
+    """Batches are copied on a thread: an error in the caller, or a range
+    that cannot be copied, stops the writer after the batch under way, and
+    the temporary file is removed."""
+    ranges = ranges_of(tmp_path, [bytes(300_000)] * 12)
+    with pytest.raises(RuntimeError), IndexedRecordWriter(tmp_path / "a.rec") as w:
+        for i, body in enumerate(ranges):
+            w.write_key(i, b"head", body, split=False)
+        raise RuntimeError("boom")
+    os.truncate(ranges[0].name, 1_000_000)
+    with pytest.raises(TruncatedRecordError), IndexedRecordWriter(tmp_path / "a.rec") as w:
+        for i, body in enumerate(ranges):
+            w.write_key(i, b"head", body, split=False)
+    assert sorted(os.listdir(tmp_path)) == ["source.bin"]

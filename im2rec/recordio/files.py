@@ -239,8 +239,8 @@ class FileRange:
                     offset, left = offset + done, left - done
                 return
             except OSError as exc:
-                if exc.errno not in _NOT_HERE:
-                    raise
+                if exc.errno not in _NOT_HERE or copy is _read_write:
+                    raise  # (the last way failing is an error, whatever its errno)
 
     def _shrunk(self, at: int) -> TruncatedRecordError:
         return TruncatedRecordError(
@@ -251,14 +251,10 @@ class FileRange:
 
 
 #: errors meaning "this way of copying does not work here": try the next
-_NOT_HERE = {
-    errno.EXDEV,
-    errno.ENOSYS,
-    errno.EOPNOTSUPP,
-    errno.EINVAL,
-    errno.ENOTSUP,
-    errno.ENOTSOCK,
-}  # fmt: skip (sendfile to a file: Linux only)
+#: (ENOTSOCK: sendfile into a file is Linux's; EBADF: copy_file_range into a
+#: file opened for appending)
+_NOT_HERE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOTSUP,
+             errno.ENOTSOCK, errno.EBADF}  # fmt: skip
 
 
 def _copy_file_range(src: int, dst: int, offset: int, n: int) -> int:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
+from .copying import IOV_MAX, Copier, batches, write_all
 from .files import FileRange
 from .framing import frame, frame_parts, needs_split, whole_frame
 
@@ -29,18 +30,8 @@ Chunk = bytes | bytearray | memoryview
 __all__ = ["IndexedRecordWriter", "RecordWriter", "default_index_path", "write_all"]
 
 _BUFFER = 1 << 20
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 _HASH_BACKLOG = 4  # flushes (of ~1 MiB) waiting for the SHA-256 thread
 _SMALL = 1 << 14  # records below this are joined into one buffer before writing
-
-_writev: Callable[[int, Any], int]
-if hasattr(os, "writev"):
-    _writev = os.writev
-else:  # Windows: one write for the first buffer; write_all goes on with the rest
-
-    def _writev(fd: int, buffers: Any, /) -> int:  # noqa: ANN401 - os.writev's own signature
-        return os.write(fd, buffers[0])
-
 
 # Bumped in every forked child, so a writer can tell it was inherited without
 # a getpid() system call per record.
@@ -71,22 +62,6 @@ def _hash_thread() -> ThreadPoolExecutor:
 def _update(hasher: Any, parts: list[Any]) -> None:
     for part in parts:
         hasher.update(part)
-
-
-def write_all(fd: int, parts: list[Any]) -> None:
-    """Write every buffer of ``parts`` in order, with as few system calls as
-    the kernel allows (``writev``, at most IOV_MAX buffers each), resuming
-    after a partial write."""
-    parts, i = list(parts), 0  # the caller's list stays whole (the hash thread reads it)
-    while i < len(parts):
-        batch = parts[i : i + _IOV_MAX]
-        done = _writev(fd, batch)
-        for part in batch:
-            if done < len(part):
-                parts[i] = memoryview(part)[done:]  # the rest of a partly written buffer
-                break
-            done -= len(part)
-            i += 1
 
 
 def _position(fd: int) -> int:
@@ -140,6 +115,8 @@ class _Output:
         # write order, so hashing a large .rec overlaps the reading and writing.
         self._hashing = _hash_thread() if hashing else None
         self._hashed: deque[Future[None]] = deque()
+        # bodies still in other files are copied on a thread (see flush)
+        self._copier: Copier | None = None
         if self.hasher is not None and self.size:
             with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
                 for block in iter(lambda: f.read(1 << 20), b""):
@@ -150,11 +127,23 @@ class _Output:
         return self.fd is None
 
     def flush(self) -> None:
+        if self._copier is not None:
+            self._copier.wait()
         if not self.pending or self.fd is None:
+            return
+        if not self.text and any(type(p) is FileRange for p in self.pending):
+            # Records with bodies in other files (never on a hashing output):
+            # the batch is written and copied on a thread, and the caller goes
+            # on making the next records meanwhile.
+            items = batches(self.pending)
+            self.pending.clear()
+            if self._copier is None:
+                self._copier = Copier(self.fd)
+            self._copier.submit(items)
             return
         if self.text:
             parts: list[Any] = ["".join(self.pending).encode()]
-        elif len(self.pending) > _IOV_MAX:  # many small records: one copy beats many iovecs
+        elif len(self.pending) > IOV_MAX:  # many small records: one copy beats many iovecs
             parts = [b"".join(self.pending)]
         else:
             parts = self.pending[:]  # large records' buffers as they are: no copy
@@ -170,6 +159,17 @@ class _Output:
         write_all(self.fd, parts)
         self._inflight = None
 
+    def _stop_copying(self, quiet: bool = False) -> None:
+        """Wait for the copies under way (their error raised unless
+        ``quiet``) and end the copying thread, before the file is closed."""
+        copier, self._copier = self._copier, None
+        if copier is not None:
+            try:
+                copier.stop()
+            except Exception:
+                if not quiet:
+                    raise
+
     def _stop_hashing(self) -> None:
         if self._hashing is not None:
             self._hashing.shutdown(wait=True)  # every queued update is applied
@@ -180,6 +180,7 @@ class _Output:
         if self.fd is None:
             return
         self.flush()
+        self._stop_copying()
         self._stop_hashing()
         os.close(self.fd)
         self.fd = None
@@ -192,9 +193,11 @@ class _Output:
         try:
             self._finish_inflight()
             self.flush()
+            self._stop_copying()
         except OSError:
             self.pending.clear()
         finally:
+            self._stop_copying(quiet=True)
             self._stop_hashing()
             if self.fd is not None:
                 os.close(self.fd)
@@ -218,6 +221,7 @@ class _Output:
     def discard(self) -> None:
         self._inflight = None
         self.pending.clear()
+        self._stop_copying(quiet=True)
         self._stop_hashing()
         if self.fd is not None:
             os.close(self.fd)
@@ -300,9 +304,10 @@ class RecordWriter:
     def _write_range(self, *head: Chunk, body: FileRange, split: bool | None) -> int:
         """:meth:`write` of a record whose last piece is still in a file: the
         header pieces are written, then the kernel copies the body file to
-        file (as ``cat`` does). A record that must be split (or may have to:
-        nobody scanned the body), or a writer that hashes what it writes,
-        reads the body instead."""
+        file (as ``cat`` does), a buffer's worth of records at a time on the
+        output's copying thread. A record that must be split (or may have
+        to: nobody scanned the body), or a writer that hashes what it
+        writes, reads the body instead."""
         n = sum(p.nbytes if type(p) is memoryview else len(p) for p in head)
         if split is None and body.magic is not None and not n & 3:
             split = body.magic or needs_split(*head)
@@ -310,13 +315,10 @@ class RecordWriter:
             return self.write(*head, bytes(body), split=split)
         before, after = whole_frame(n + len(body))
         pos = self._pos
-        self._out.pending.extend((before, *head))
-        self._out.flush()
-        assert self._out.fd is not None
-        body.copy_to(self._out.fd)
-        self._append(after)
-        self._pos = pos + len(before) + n + len(body) + len(after)
-        self._flushed = self._pos - len(after)
+        self._out.pending.extend((before, *head, body, after))
+        self._pos = end = pos + len(before) + n + len(body) + len(after)
+        if end - self._flushed >= _BUFFER:
+            self.flush()
         return pos
 
     def flush(self) -> None:
