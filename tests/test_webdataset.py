@@ -397,3 +397,29 @@ def test_the_fast_byte_sum_is_the_byte_sum(block: bytes, delta: int) -> None:
     assert _sums_to(block, total)
     assert _sums_to(block, total + delta) == (delta == 0)
     assert not _sums_to(block, total + 65521) and not _sums_to(block, total - 255)
+
+
+def test_an_export_whose_copies_fail_leaves_no_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Images are copied into the shards on a thread, a batch at a time: a
+    copy that fails (here: the disk is full) is raised by export, and no
+    shard, finished or temporary, is left."""
+    import errno
+
+    from im2rec.recordio import copying
+
+    rng = np.random.default_rng(3)
+    path = tmp_path / "big.rec"
+    with IndexedRecordWriter(path) as w:
+        for i in range(40):
+            w.write_key(i, pack((0, float(i), i, 0), image_sized(rng, 100_000, None)))
+
+    def full(fd: int, items: list[object]) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(copying, "copy_batch", full)
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="No space left"):
+        export_webdataset(path, str(out / "s-%04d.tar"), maxcount=15)
+    assert not out.exists() or not list(out.iterdir())

@@ -35,13 +35,14 @@ from ..atomic import AtomicGroup
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
-from ..recordio.files import FileRange, HeldFile, pread
+from ..recordio.copying import Copier, batches, write_all
+from ..recordio.files import FileRange, HeldFile, ReadAhead, pread
 from ..recordio.framing import has_aligned_magic
-from ..recordio.writer import write_all
 
 __all__ = ["Data", "FileRange", "Sample", "ShardWriter", "expand_shards", "samples"]
 
 _BLOCK = 512
+_BATCH = 1 << 20  # members handed to the copying thread at a time, in bytes
 #: a member's bytes: ``bytes``, or where they lie in the shard (a large
 #: member of a plain tar; ``bytes(data)`` reads them)
 Data = bytes | FileRange
@@ -75,20 +76,63 @@ class ShardWriter:
         self.shards: list[str] = []
         self._fd: int | None = None
         self._count = self._size = 0
+        # members not yet written: bytes, and images still in the .rec, which a
+        # copying thread writes a batch at a time (the kernel copies them while
+        # the next records are read and formatted here)
+        self._pending: list[bytes | FileRange] = []
+        self._queued = 0
+        self._copier: Copier | None = None
 
     def __enter__(self) -> ShardWriter:
         self.group.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._close_shard()
+        try:
+            if exc[0] is None:
+                self._close_shard()
+        except BaseException as error:
+            self._abandon_shard()
+            self.group.__exit__(type(error), error, error.__traceback__)
+            raise
+        self._abandon_shard()
         self.group.__exit__(*exc)
+
+    def _send(self) -> None:
+        """Hand the pending members to the copying thread (or, while no
+        image has come from a file, write them here)."""
+        assert self._fd is not None
+        items = batches(self._pending)
+        self._pending, self._queued = [], 0
+        if self._copier is None and all(body is None for _, body in items):
+            write_all(self._fd, [glue for glue, _ in items])
+            return
+        if self._copier is None:
+            self._copier = Copier(self._fd)
+        self._copier.submit(items)
 
     def _close_shard(self) -> None:
         if self._fd is not None:
             # tar's end: two zero blocks, then zeros to a whole 10 kB record
             end = self._size + 2 * _BLOCK
-            write_all(self._fd, [b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE)])
+            self._pending.append(b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE))
+            self._send()
+            copier, self._copier = self._copier, None
+            if copier is not None:
+                copier.stop()  # raises a failed copy
+            os.close(self._fd)
+            self._fd = None
+
+    def _abandon_shard(self) -> None:
+        """Stop without finishing the shard (its temporary file is removed)."""
+        self._pending, self._queued = [], 0
+        copier, self._copier = self._copier, None
+        if copier is not None:
+            try:
+                copier.stop()
+            except Exception:  # noqa: BLE001, S110 - the error that led here matters more
+                pass
+        if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
@@ -107,20 +151,17 @@ class ShardWriter:
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.group.temp_path(name), flags, 0o644)
             self._count = self._size = 0
-        parts: list[bytes] = []
+        pending = self._pending
         for ext, data in fields:
-            parts.append(member_header(f"{key}.{ext}", len(data)))
-            if isinstance(data, FileRange):
-                write_all(self._fd, parts)
-                parts = []
-                data.copy_to(self._fd)
-            else:
-                parts.append(data)
+            pending.append(member_header(f"{key}.{ext}", len(data)))
+            pending.append(data)
             if len(data) % _BLOCK:
-                parts.append(_ZEROS[: -len(data) % _BLOCK])
-        write_all(self._fd, parts)  # one system call a sample (or one around each range)
+                pending.append(_ZEROS[: -len(data) % _BLOCK])
         self._count += 1
         self._size += size
+        self._queued += size
+        if self._queued >= _BATCH:
+            self._send()
 
     @property
     def bytes_written(self) -> int:
@@ -305,22 +346,17 @@ class _Ahead:
     keeps it copies it); a large member is scanned piece by piece and not
     kept. The chunk is reused, not allocated per read, so no fresh memory
     is faulted in, and it is small enough that its bytes are still in the
-    CPU's cache when they are scanned or copied. The kernel is asked to
-    read the next ``PREFETCH`` bytes from the disk in the background
-    (``posix_fadvise``), so a shard that is not cached is read while the
-    records are made."""
+    CPU's cache when they are scanned or copied. The kernel reads ahead
+    (:class:`~im2rec.recordio.files.ReadAhead`), so a shard that is not
+    cached is read while the records are made."""
 
     SIZE = 1 << 20
-    PREFETCH = 32 << 20
 
     def __init__(self, fd: int, size: int):
         self.fd, self.size = fd, size  # no read past size: a size in a header is not trusted
         self.buf = memoryview(bytearray(self.SIZE))
         self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
-        self.fetched = 0  # the kernel was asked for everything before this
-        self.advise = getattr(os, "posix_fadvise", None)
-        if self.advise is not None:
-            self.advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        self.ahead = ReadAhead(fd)
 
     def get(self, start: int, n: int) -> memoryview:
         """The ``n`` bytes from ``start`` (fewer only where the file ends)."""
@@ -328,9 +364,7 @@ class _Ahead:
             return self.buf[start - self.base : start + n - self.base]
         if n > len(self.buf):  # (only when SIZE is set below a small member's size)
             return memoryview(pread(self.fd, max(0, min(n, self.size - start)), start))
-        if self.advise is not None and start + self.PREFETCH // 2 > self.fetched:
-            self.advise(self.fd, start, self.PREFETCH, os.POSIX_FADV_WILLNEED)
-            self.fetched = start + self.PREFETCH
+        self.ahead.at(start)
         want, got = max(0, min(len(self.buf), self.size - start)), 0
         while got < want and (done := _read_into(self.fd, self.buf[got:want], start + got)):
             got += done
