@@ -1,14 +1,9 @@
-"""WebDataset's container: POSIX tar shards of samples, written and read with
-the standard library's :mod:`tarfile`.
+"""WebDataset's container, read: POSIX tar shards of samples, read with the
+standard library's :mod:`tarfile` and a direct parser of the plain ustar
+headers that :mod:`.tarwriter` and WebDataset write; and shard names
+(globs, brace notation).
 
-Writing (:class:`ShardWriter`): one member per sample field, named
-``KEY.EXT``, with fixed metadata (mode 0444, owner 0, mtime 0), so the same
-samples always make the same bytes; a new shard starts when the next sample
-would pass ``maxcount`` samples or ``maxsize`` bytes (as WebDataset's own
-``ShardWriter``). Every shard is written to a temporary file and they all
-appear together, when the last is complete.
-
-Reading (:func:`samples`): streamed, one member at a time (constant
+:func:`samples` is streamed, one member at a time (constant
 memory); a sample is the run of consecutive members sharing a key (the name
 up to the first dot of its last component). Untrusted shards are read as
 ``rec imagenet`` reads tars: a member name that is absolute or climbs out
@@ -31,174 +26,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..atomic import AtomicGroup
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
-from ..recordio.copying import Copier, batches, write_all
 from ..recordio.files import FileRange, HeldFile, ReadAhead, pread
 from ..recordio.framing import has_aligned_magic
 
-__all__ = ["Data", "FileRange", "Sample", "ShardWriter", "expand_shards", "samples"]
+__all__ = ["Data", "Sample", "expand_shards", "samples"]
 
 _BLOCK = 512
-_BATCH = 1 << 20  # members handed to the copying thread at a time, in bytes
 #: a member's bytes: ``bytes``, or where they lie in the shard (a large
 #: member of a plain tar; ``bytes(data)`` reads them)
 Data = bytes | FileRange
 #: at most this many members of a sample are kept (a sample is a handful of
 #: fields; a key shared by thousands of members is a hostile tar)
 MAX_FIELDS = 64
-
-
-class ShardWriter:
-    """Samples into tar shards named ``pattern % number`` (see the module doc)."""
-
-    def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000):
-        if maxcount < 1 or maxsize < 1:
-            raise ConfigError("--maxcount and --maxsize must be at least 1")
-        if "%" not in pattern:
-            if maxcount != 100_000 or maxsize != 3_000_000_000:
-                raise ConfigError(
-                    f"{pattern}: --maxcount/--maxsize split the output into shards, so -o needs "
-                    "a number pattern such as 'shards/train-%06d.tar'"
-                )
-            maxcount, maxsize = 1 << 62, 1 << 62  # one shard
-        else:
-            try:
-                pattern % 0
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"{pattern}: -o must hold one number pattern such as %06d"
-                ) from None
-        self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
-        self.group = AtomicGroup()
-        self.shards: list[str] = []
-        self._fd: int | None = None
-        self._count = self._size = 0
-        # members not yet written: bytes, and images still in the .rec, which a
-        # copying thread writes a batch at a time (the kernel copies them while
-        # the next records are read and formatted here)
-        self._pending: list[bytes | FileRange] = []
-        self._queued = 0
-        self._copier: Copier | None = None
-
-    def __enter__(self) -> ShardWriter:
-        self.group.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            if exc[0] is None:
-                self._close_shard()
-        except BaseException as error:
-            self._abandon_shard()
-            self.group.__exit__(type(error), error, error.__traceback__)
-            raise
-        self._abandon_shard()
-        self.group.__exit__(*exc)
-
-    def _send(self) -> None:
-        """Hand the pending members to the copying thread (or, while no
-        image has come from a file, write them here)."""
-        assert self._fd is not None
-        items = batches(self._pending)
-        self._pending, self._queued = [], 0
-        if self._copier is None and all(body is None for _, body in items):
-            write_all(self._fd, [glue for glue, _ in items])
-            return
-        if self._copier is None:
-            self._copier = Copier(self._fd)
-        self._copier.submit(items)
-
-    def _close_shard(self) -> None:
-        if self._fd is not None:
-            # tar's end: two zero blocks, then zeros to a whole 10 kB record
-            end = self._size + 2 * _BLOCK
-            self._pending.append(b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE))
-            self._send()
-            copier, self._copier = self._copier, None
-            if copier is not None:
-                copier.stop()  # raises a failed copy
-            os.close(self._fd)
-            self._fd = None
-
-    def _abandon_shard(self) -> None:
-        """Stop without finishing the shard (its temporary file is removed)."""
-        self._pending, self._queued = [], 0
-        copier, self._copier = self._copier, None
-        if copier is not None:
-            try:
-                copier.stop()
-            except Exception:  # noqa: BLE001, S110 - the error that led here matters more
-                pass
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def write(self, key: str, fields: list[tuple[str, bytes | FileRange]]) -> None:
-        """One sample: ``(extension, bytes)`` for each of its fields; bytes
-        still in a file may be given as a :class:`FileRange` (copied by the
-        kernel, never through this process)."""
-        size = sum(_BLOCK + len(data) + (-len(data)) % _BLOCK for _, data in fields)
-        if self._fd is None or (
-            self._count and (self._count >= self.maxcount or self._size + size > self.maxsize)
-        ):
-            self._close_shard()
-            name = self.pattern % len(self.shards) if "%" in self.pattern else self.pattern
-            os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
-            self.shards.append(name)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-            self._fd = os.open(self.group.temp_path(name), flags, 0o644)
-            self._count = self._size = 0
-        pending = self._pending
-        for ext, data in fields:
-            pending.append(member_header(f"{key}.{ext}", len(data)))
-            pending.append(data)
-            if len(data) % _BLOCK:
-                pending.append(_ZEROS[: -len(data) % _BLOCK])
-        self._count += 1
-        self._size += size
-        self._queued += size
-        if self._queued >= _BATCH:
-            self._send()
-
-    @property
-    def bytes_written(self) -> int:
-        return self._size
-
-
-_ZEROS = bytes(_BLOCK)
-
-
-def _template() -> tuple[bytes, int]:
-    info = tarfile.TarInfo("")
-    info.mode, info.mtime = 0o444, 0
-    header = info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
-    blank = header[:148] + b" " * 8 + header[156:]  # the sum counts its own field as spaces
-    return header, sum(blank) - sum(header[124:136])  # (without the size field)
-
-
-_TEMPLATE, _TEMPLATE_SUM = _template()
-
-
-def member_header(name: str, size: int) -> bytes:
-    """The 512-byte header of a regular file member, as ``tarfile`` writes
-    it (ustar, mode 0444, owner 0, mtime 0). Only the name, the size and
-    the checksum differ between members, so they are patched into a header
-    ``tarfile`` made (several times faster than building each one; the
-    equality is tested). Names that ustar cannot hold go to ``tarfile``."""
-    raw = name.encode("utf-8", "surrogateescape")
-    if len(raw) > 100 or not raw.isascii() or size >= 8**11:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = size, 0o444, 0
-        return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
-    size_field = b"%011o\0" % size
-    total = _TEMPLATE_SUM + sum(raw) + sum(size_field)
-    return b"".join((
-        raw, _ZEROS[: 100 - len(raw)], _TEMPLATE[100:124], size_field, _TEMPLATE[136:148],
-        b"%06o\0 " % total, _TEMPLATE[156:],
-    ))  # fmt: skip
 
 
 @dataclass

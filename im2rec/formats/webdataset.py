@@ -40,7 +40,8 @@ from ..recordio.framing import LENGTH_MASK, needs_split
 from ..storage import exists, is_url, sibling
 from ..storage.objects import publish, url_join
 from . import image_extension
-from .tars import Data, Sample, ShardWriter, samples
+from .tars import Data, Sample, samples
+from .tarwriter import ShardWriter
 
 __all__ = ["ExportResult", "ImportResult", "export_webdataset", "import_webdataset"]
 
