@@ -152,6 +152,21 @@ def _inside(pool: Executor) -> bool:
     )
 
 
+def _unblock_broken(pool: Executor) -> None:
+    """Once a worker process is killed, Python 3.10's ProcessPoolExecutor can
+    hang for ever: its call queue's feeder thread stays blocked writing to a
+    pipe that nobody reads any more, and the pool's manager thread (which
+    shutting down waits for) joins that thread. Python 3.11 closes the
+    pipe's read end in the broken pool (CPython gh-94777); this does the
+    same on 3.10, so the blocked write fails and everything ends."""
+    if sys.version_info >= (3, 11) or not getattr(pool, "_broken", False):
+        return
+    reader = getattr(getattr(pool, "_call_queue", None), "_reader", None)
+    if reader is not None:
+        with contextlib.suppress(OSError):
+            reader.close()
+
+
 class LocalExecutor:
     """Runs ``fn`` over items on this machine, ``workers`` at a time.
 
@@ -245,6 +260,7 @@ class LocalExecutor:
             while pending:
                 yield from pending.popleft().result()
         except BrokenProcessPool as exc:
+            _unblock_broken(pool)
             self._pools.pop(kind, None)
             raise WorkerCrashed(WORKER_DIED) from exc
         finally:
@@ -258,6 +274,7 @@ class LocalExecutor:
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             if isinstance(pool, ProcessPoolExecutor):
+                _unblock_broken(pool)
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
                     if _STOP is None:
                         proc.terminate()

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from im2rec.executors import LocalExecutor
+from im2rec.executors import LocalExecutor, WorkerCrashed
 
 # Run in its own interpreter: a regression leaves the pool's reader thread
 # stuck, and the interpreter would then hang at exit joining it.
@@ -126,3 +128,23 @@ def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
     executor.submit(time.sleep, 0.5, io_bound=io_bound).add_done_callback(close)
     assert done.wait(60)
     assert errors == []
+
+
+def _die(_item: int) -> int:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
+def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
+    """A worker killed mid-run is WorkerCrashed, and closing the executor
+    returns: on Python 3.10 the broken pool's call-queue pipe is closed
+    here (CPython gh-94777, which 3.11 fixes in the pool itself), so its
+    feeder thread cannot stay blocked on a pipe that nobody reads."""
+    executor = LocalExecutor(2, chunk=1)
+    pool: Any = executor._get_pool("processes")
+    with pytest.raises(WorkerCrashed, match="worker process died"):
+        list(executor.map_ordered(_die, range(64)))
+    if sys.version_info < (3, 11):
+        assert pool._call_queue._reader.closed
+    executor.close()
+    assert pool._broken
