@@ -29,7 +29,7 @@ from typing import Any, cast
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
-from ..recordio.files import FileRange, HeldFile, ReadAhead, pread
+from ..recordio.files import FileRange, HeldFile, ReadAhead, pread, pread_at_least
 from ..recordio.framing import has_aligned_magic
 
 __all__ = ["Data", "Sample", "expand_shards", "samples"]
@@ -205,7 +205,8 @@ class _Ahead:
         if self.base <= start and start + n <= self.end:
             return self.buf[start - self.base : start + n - self.base]
         if n > len(self.buf):  # (only when SIZE is set below a small member's size)
-            return memoryview(pread(self.fd, max(0, min(n, self.size - start)), start))
+            want = max(0, min(n, self.size - start))
+            return memoryview(pread_at_least(self.fd, want, start, want))
         self.ahead.at(start)
         want, got = max(0, min(len(self.buf), self.size - start)), 0
         while got < want and (done := _read_into(self.fd, self.buf[got:want], start + got)):

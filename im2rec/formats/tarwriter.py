@@ -66,10 +66,10 @@ class ShardWriter:
             if exc[0] is None:
                 self._close_shard()
         except BaseException as error:
-            self._abandon_shard()
+            self._end_shard(quiet=True)
             self.group.__exit__(type(error), error, error.__traceback__)
             raise
-        self._abandon_shard()
+        self._end_shard(quiet=True)  # (after an error: the shards are then removed)
         self.group.__exit__(*exc)
 
     def _send(self) -> None:
@@ -91,24 +91,20 @@ class ShardWriter:
             end = self._size + 2 * _BLOCK
             self._pending.append(b"\0" * (2 * _BLOCK + (-end) % tarfile.RECORDSIZE))
             self._send()
-            copier, self._copier = self._copier, None
-            if copier is not None:
-                copier.stop()  # raises a failed copy
-            os.close(self._fd)
-            self._fd = None
+            self._end_shard()
 
-    def _abandon_shard(self) -> None:
-        """Stop without finishing the shard (its temporary file is removed)."""
+    def _end_shard(self, quiet: bool = False) -> None:
+        """Stop the copying thread (raising a failed copy unless ``quiet``)
+        and close the shard's file; what is still pending is dropped."""
         self._pending, self._queued = [], 0
         copier, self._copier = self._copier, None
-        if copier is not None:
-            try:
-                copier.stop()
-            except Exception:  # noqa: BLE001, S110 - the error that led here matters more
-                pass
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        try:
+            if copier is not None:
+                copier.stop(quiet)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def write(self, key: str, fields: list[tuple[str, bytes | FileRange]]) -> None:
         """One sample: ``(extension, bytes)`` for each of its fields; bytes

@@ -114,10 +114,15 @@ class Copier:
             if exc is not None:
                 raise exc
 
-    def stop(self) -> None:
-        """Wait for the batch under way (raising its error) and end the thread."""
+    def stop(self, quiet: bool = False) -> None:
+        """Wait for the batch under way and end the thread; the batch's error
+        is raised, unless ``quiet`` (stopping because of another error,
+        which matters more)."""
         try:
             self.wait()
+        except Exception:
+            if not quiet:
+                raise
         finally:
             self.jobs.put(None)
             self.thread.join()

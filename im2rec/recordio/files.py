@@ -32,6 +32,7 @@ __all__ = [
     "ReadAhead",
     "open_regular",
     "pread",
+    "pread_at_least",
     "read_json",
     "read_regular_file",
     "split_lines",
@@ -52,6 +53,16 @@ else:  # Windows: no pread; a seek and a read under one lock (there is no fork t
         with _SEEK:
             os.lseek(fd, offset, os.SEEK_SET)
             return os.read(fd, n)
+
+
+def pread_at_least(fd: int, n: int, start: int, need: int) -> bytes:
+    """Up to ``n`` bytes of ``fd`` from ``start``, at least ``need`` of them
+    unless the file ends first: ``pread`` may return less than asked, and
+    only an empty read means the end."""
+    data = pread(fd, n, start)
+    while len(data) < need and (more := pread(fd, n - len(data), start + len(data))):
+        data += more
+    return data
 
 
 def open_regular(path: str | os.PathLike[str], folder: str = "is a folder") -> tuple[int, int]:
@@ -138,12 +149,9 @@ class FileView:
         return block, 0
 
     def _pread(self, start: int, n: int, need: int) -> bytes:
-        data = pread(self.fd, n, start)
-        while len(data) < need:  # pread may return less than asked; only 0 means the end
-            more = pread(self.fd, n - len(data), start + len(data))
-            if not more:
-                raise self._shrunk(start + len(data))
-            data += more
+        data = pread_at_least(self.fd, n, start, need)
+        if len(data) < need:
+            raise self._shrunk(start + len(data))
         return data
 
     def _shrunk(self, at: int) -> TruncatedRecordError:
@@ -237,12 +245,9 @@ class FileRange:
         return self.length
 
     def __bytes__(self) -> bytes:
-        data = pread(self.fd, self.length, self.offset)
-        while len(data) < self.length:  # a short read is not the end; 0 is
-            more = pread(self.fd, self.length - len(data), self.offset + len(data))
-            if not more:
-                raise self._shrunk(self.offset + len(data))
-            data += more
+        data = pread_at_least(self.fd, self.length, self.offset, self.length)
+        if len(data) < self.length:
+            raise self._shrunk(self.offset + len(data))
         return data
 
     def copy_to(self, out: int) -> None:

@@ -164,11 +164,7 @@ class _Output:
         ``quiet``) and end the copying thread, before the file is closed."""
         copier, self._copier = self._copier, None
         if copier is not None:
-            try:
-                copier.stop()
-            except Exception:
-                if not quiet:
-                    raise
+            copier.stop(quiet)
 
     def _stop_hashing(self) -> None:
         if self._hashing is not None:
