@@ -1,7 +1,8 @@
 """The compiled parts, all optional: JPEG region decoding against
 libjpeg-turbo (im2rec/decoding/_jpeg.c), pixels to normalised tensors
-(im2rec/decoding/_tensor.c), the magic-word scan (im2rec/recordio/_words.c)
-and kernel copies of records without the GIL (im2rec/recordio/_copies.c).
+(im2rec/decoding/_tensor.c), the magic-word scan (im2rec/recordio/_words.c),
+kernel copies of records without the GIL (im2rec/recordio/_copies.c) and
+the tar header check of rec import (im2rec/formats/_ustar.c).
 Without a C compiler or the libjpeg headers the build goes on without them
 and im2rec decodes with Pillow and normalises and scans with numpy
 (``rec --version`` says which). Everything else is in pyproject.toml."""
@@ -36,6 +37,12 @@ setup(
         Extension(
             "im2rec.recordio._copies",
             ["im2rec/recordio/_copies.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "im2rec.formats._ustar",
+            ["im2rec/formats/_ustar.c"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

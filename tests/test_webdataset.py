@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from im2rec.errors import ConfigError, DatasetError, MissingFileError
+from im2rec.errors import ConfigError, DatasetError, Im2RecError, MissingFileError
 from im2rec.formats.tars import _braces, _sums_to, _ustar_file, expand_shards, samples
 from im2rec.formats.tarwriter import member_header
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
@@ -63,11 +63,41 @@ def export_and_import(rec: Path, out: Path, **kw: int) -> Path:
     return back
 
 
-def test_round_trip_is_byte_identical(mixed: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("headers", ["C check", "Python check"])
+def test_round_trip_is_byte_identical(
+    mixed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, headers: str
+) -> None:
+    from im2rec.formats import tars
+
+    if headers == "Python check":  # (as built without a compiler)
+        monkeypatch.setattr(tars, "_plain_file", None)
     back = export_and_import(mixed, tmp_path, maxcount=5)
     assert back.with_suffix(".rec").read_bytes() == mixed.read_bytes()
     assert back.with_suffix(".idx").read_bytes() == mixed.with_suffix(".idx").read_bytes()
     assert len(list(tmp_path.glob("wds-*.tar"))) == 4  # 17 samples, 5 a shard
+
+
+def test_export_reads_the_index_in_any_order_and_refuses_a_bad_one(
+    mixed: Path, tmp_path: Path
+) -> None:
+    """Each sample's .json names its record's .idx key: the lines may come
+    in any order; an index with a key twice or an offset that cannot start
+    a record is refused, naming the line, with no shard left."""
+    idx = mixed.with_suffix(".idx")
+    lines = idx.read_text().splitlines(keepends=True)
+    idx.write_text("".join(reversed(lines)))
+    back = export_and_import(mixed, tmp_path / "any-order")
+    assert back.with_suffix(".rec").read_bytes() == mixed.read_bytes()
+    assert sorted(back.with_suffix(".idx").read_text().splitlines(keepends=True)) == sorted(lines)
+    for bad, message in (
+        (lines[:3] + [lines[1]], r"mixed.idx:4: key 1 appears again \(first on line 2\)"),
+        (lines[:2] + ["7\t6\n"], r"mixed.idx:3: key 7 has offset 6, which cannot start a record"),
+    ):
+        idx.write_text("".join(bad))
+        out = tmp_path / "refused"
+        with pytest.raises(Im2RecError, match=message):
+            export_webdataset(mixed, str(out / "s-%04d.tar"))
+        assert not out.exists() or not list(out.iterdir())
 
 
 # webdataset leaves its shard files for the garbage collector to close
@@ -218,6 +248,14 @@ def test_members_across_and_beyond_read_chunks(
     assert {(s.key, ext): bytes(v) for s in got for ext, v in s.fields.items()} == want
     ranges = {s.key: v for s in got for v in s.fields.values() if isinstance(v, FileRange)}
     assert sorted(ranges) == [f"s{i:03d}" for i in (5, 6, 7, 8, 10)] * (range_from == 1000)
+    # members that fit in a chunk are handed on as its bytes, larger ones as
+    # ranges only; the chunks views hold are not filled again (at most
+    # CHUNKS of them: then ranges only)
+    in_memory = sorted(k for k, v in ranges.items() if v.data is not None)
+    if chunk == 1 << 20:
+        assert in_memory == sorted(ranges)
+    elif chunk == 512:
+        assert in_memory == []
     for key, found in ranges.items():
         assert found.magic == has_aligned_magic(bytes(found)) == (key in ("s007", "s008"))
     cut = shard.read_bytes()[: 512 * 30 + 100]  # inside the 10,000-byte member
@@ -234,12 +272,13 @@ def image_sized(rng: np.random.Generator, size: int, magic_at: int | None) -> by
     return bytes(body)
 
 
-@pytest.mark.parametrize("copy", ["sendfile", "copy_file_range", "read and write"])
+@pytest.mark.parametrize("copy", ["from memory", "sendfile", "copy_file_range", "read and write"])
 def test_image_sized_members_are_copied_by_the_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: str
 ) -> None:
-    """Images from RANGE_FROM bytes go from shard to .rec as ranges, by
-    whichever copy the system has, and the .rec is byte-identical: whole
+    """Images from RANGE_FROM bytes go from .rec to shard and back as ranges:
+    written from the chunk that read them, or (larger than a chunk) copied
+    by whichever copy the system has; the .rec is byte-identical: whole
     records, records split at an aligned magic word (in the image or only
     in a header of several labels), odd lengths."""
     import errno
@@ -247,8 +286,14 @@ def test_image_sized_members_are_copied_by_the_kernel(
 
     from im2rec.formats import tars
 
+    if copy != "from memory":  # every image larger than a chunk: copied file to file
+        from im2rec.recordio.chunks import Chunks
+
+        monkeypatch.setattr(Chunks, "SIZE", tars.RANGE_FROM - 512)  # (export's and import's)
     for name in ("sendfile", "copy_file_range")[
         : ("sendfile", "copy_file_range", "read and write").index(copy)
+        if copy != "from memory"
+        else 0
     ]:
 
         def refuse(*args: object, name: str = name) -> int:
@@ -271,6 +316,7 @@ def test_image_sized_members_are_copied_by_the_kernel(
     kept = [f for shard in sorted(tmp_path.glob("wds-*.tar")) for s in samples(str(shard))
             for f in s.fields.values() if isinstance(f, FileRange)]  # fmt: skip
     assert [f.magic for f in kept] == [False, True, False, False, True]
+    assert all((f.data is None) == (copy != "from memory") for f in kept)
 
 
 def test_a_shard_changed_while_it_is_read_is_refused(mixed: Path, tmp_path: Path) -> None:
@@ -385,6 +431,38 @@ def test_plain_headers_read_as_tarfile_reads_them(name: str, size: int, fmt: int
     assert _ustar_file(damaged) is None  # a checksum that does not add up
 
 
+@given(
+    name=st.text(st.characters(min_codepoint=1, max_codepoint=255), min_size=1, max_size=100),
+    size=st.integers(0, 8**11 - 1),
+    fmt=st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT]),
+    edits=st.lists(st.tuples(st.integers(0, 511), st.integers(0, 255)), max_size=3),
+)
+def test_the_c_header_check_accepts_only_what_the_python_one_does(
+    name: str, size: int, fmt: int, edits: list[tuple[int, int]]
+) -> None:
+    """``_ustar.plain_file`` (C) is a shortcut for the usual spelling: on any
+    header, it says None or exactly what ``_ustar_file`` says; on tarfile's
+    own plain headers it answers itself."""
+    c_check = pytest.importorskip("im2rec.formats._ustar", reason="built without a compiler")
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = size, 0o644
+    try:
+        block = bytearray(info.tobuf(fmt, "latin-1", "strict")[:512])
+    except ValueError:  # (a name tarfile refuses)
+        return
+    fresh = bytes(block)
+    for at, value in edits:  # damage anywhere, with the checksum set right or not
+        block[at] = value
+        if at % 2:
+            block[148:156] = b"%06o\0 " % (sum(block[:148]) + 256 + sum(block[156:]))
+    for data in (fresh, bytes(block)):
+        got = c_check.plain_file(memoryview(data))
+        assert got is None or got == _ustar_file(data)
+    plain = fresh[156] in b"0\0" and fresh[:100].split(b"\0")[0].isascii()
+    if plain and not name.endswith("/") and len(name.encode("latin-1")) <= 100:
+        assert c_check.plain_file(fresh) == _ustar_file(fresh) == (name, size)
+
+
 @given(block=st.binary(min_size=512, max_size=512), delta=st.integers(-131_000, 131_000))
 def test_the_fast_byte_sum_is_the_byte_sum(block: bytes, delta: int) -> None:
     total = sum(block)
@@ -393,15 +471,19 @@ def test_the_fast_byte_sum_is_the_byte_sum(block: bytes, delta: int) -> None:
     assert not _sums_to(block, total + 65521) and not _sums_to(block, total - 255)
 
 
+@pytest.mark.parametrize("where", ["in memory", "in the file"])
 def test_an_export_whose_copies_fail_leaves_no_shard(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """Images are copied into the shards on a thread, a batch at a time: a
-    copy that fails (here: the disk is full) is raised by export, and no
-    shard, finished or temporary, is left."""
+    """Images read into a chunk are written from it at once; larger ones are
+    copied into the shards on a thread, a batch at a time: a write or copy
+    that fails (here: the disk is full) is raised by export, and no shard,
+    finished or temporary, is left."""
     import errno
 
+    from im2rec.formats import tarwriter
     from im2rec.recordio import copying
+    from im2rec.recordio.chunks import Chunks
 
     rng = np.random.default_rng(3)
     path = tmp_path / "big.rec"
@@ -412,7 +494,10 @@ def test_an_export_whose_copies_fail_leaves_no_shard(
     def full(fd: int, items: list[object]) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(copying, "copy_batch", full)
+    if where == "in the file":
+        monkeypatch.setattr(Chunks, "SIZE", 50_000)
+    monkeypatch.setattr(copying, "copy_batch", full)  # (the copying thread's)
+    monkeypatch.setattr(tarwriter, "copy_batch", full)
     out = tmp_path / "out"
     with pytest.raises(OSError, match="No space left"):
         export_webdataset(path, str(out / "s-%04d.tar"), maxcount=15)

@@ -233,8 +233,9 @@ def test_a_body_still_in_a_file_is_framed_as_bytes_are(
 ) -> None:
     """write(head, FileRange): the same file and index as writing the bytes,
     split at aligned magic words in the header or the body, whether the
-    caller says so, the range's own scan does, or nobody did; a hashing
-    writer reads the body and hashes what it wrote."""
+    caller says so, the range's own scan does, or nobody did; bodies in
+    memory (``data``, as a shard's reader gives them) or only in the file;
+    a hashing writer reads the body and hashes what it wrote."""
     bodies = []
     for _, body, at, _ in records:
         if at is not None and len(body) >= at + 4:
@@ -249,6 +250,8 @@ def test_a_body_still_in_a_file_is_framed_as_bytes_are(
                 split = needs_split(head, body) if told else None
                 if use_range and i % 2:
                     where = dataclasses.replace(where, magic=None)  # never scanned
+                if use_range and i % 3 == 0:
+                    where = dataclasses.replace(where, data=memoryview(body))
                 w.write_key(i, head, where if use_range else body, split=split)
         if hashing:
             assert w.sha256() == hashlib.sha256((tmp_path / f"{name}.rec").read_bytes()).hexdigest()
@@ -279,12 +282,19 @@ def copies(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 def test_a_batch_of_copies_writes_glue_then_ranges(tmp_path: Path, copies: str) -> None:
-    """Bytes, then each range, in order; into a file opened for appending,
-    where sendfile refuses (EINVAL) and the copies are read and written."""
-    ranges = ranges_of(tmp_path, [b"a" * 70_000, b"", b"b" * 3, b"c" * (3 << 20)])
+    """Bytes, then each range, in order, whether the range's bytes are in
+    memory (written) or only in the file (copied), in runs of either; into a
+    file opened for appending, where sendfile refuses (EINVAL) and the
+    copies are read and written."""
+    pieces = [b"a" * 70_000, b"", b"b" * 3, b"c" * (3 << 20), b"d" * 9, b"e" * 40_000]
+    ranges = ranges_of(tmp_path, pieces)
+    for i in (1, 2, 5):  # (the other ranges' bytes are in the file only)
+        ranges[i] = dataclasses.replace(ranges[i], data=memoryview(pieces[i]))
     items = [(b"1", ranges[0]), (b"", ranges[1]), (b"22", ranges[2]), (b"", ranges[3]),
-             (b"end", None)]  # fmt: skip
-    want = b"1" + b"a" * 70_000 + b"22" + b"bbb" + b"c" * (3 << 20) + b"end"
+             (b"", ranges[4]), (b"333", ranges[5]), (b"end", None)]  # fmt: skip
+    want = (
+        b"".join(glue + piece for (glue, _), piece in zip(items[:-1], pieces, strict=True)) + b"end"
+    )
     for flags in (os.O_TRUNC, os.O_APPEND):
         out = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | flags)
         try:

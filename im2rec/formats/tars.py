@@ -9,9 +9,11 @@ up to the first dot of its last component). Untrusted shards are read as
 ``rec imagenet`` reads tars: a member name that is absolute or climbs out
 with ``..`` is refused, a field repeated within a sample is refused, and a
 member larger than a record can be is skipped unread. In a plain (not
-compressed) shard, an image-sized member is not read into the sample but
-given as where it lies (:class:`~im2rec.recordio.files.FileRange`), so
-``rec import`` has the kernel copy it, as ``cat`` copies a file.
+compressed) shard, an image-sized member is not copied into the sample but
+given as where it lies (:class:`~im2rec.recordio.files.FileRange`), with
+the chunk of the shard just read that holds it, so ``rec import`` writes it
+from there as ``cat`` writes what it read (or, larger than a chunk, has
+the kernel copy it).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import Any, cast
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
-from ..recordio.files import FileRange, HeldFile, ReadAhead, pread, pread_at_least
+from ..recordio.chunks import Chunks
+from ..recordio.files import FileRange, HeldFile
 from ..recordio.framing import has_aligned_magic
 
 __all__ = ["Data", "Sample", "expand_shards", "samples"]
@@ -119,11 +122,12 @@ Member = tuple[str, int, bool, Data | None]
 def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Member]:
     """:func:`_members` of an uncompressed tar: a plain ustar file header (what
     WebDataset and ``rec export`` write) is parsed here and its data read
-    through one reused chunk (:class:`_Ahead`): a small member as ``bytes``, a
+    through reused chunks (:class:`_Ahead`): a small member as ``bytes``, a
     large one (from ``RANGE_FROM``) as where it lies in the shard, a
     :class:`FileRange` that keeps the shard open and says whether MXNet's
-    magic word is in it (scanned as it was read), so its bytes are copied
-    to a ``.rec`` by the kernel and never pass through Python again.
+    magic word is in it (scanned as it was read), with the chunk's view of
+    its bytes when it fits in one (written to the ``.rec`` from there, not
+    copied in Python), else copied to the ``.rec`` by the kernel.
     Anything else (pax and GNU extensions, links, base-256 sizes, prefixes)
     is ``tarfile``'s to read. A shard that changes while it is read (its
     size or modification time) is refused: the ranges would no longer hold
@@ -138,8 +142,10 @@ def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Mem
     fileobj.seek(0)
     while True:
         offset = tar.offset
-        block = bytes(ahead.get(offset, _BLOCK))
-        found = _ustar_file(block) if len(block) == _BLOCK else None
+        view = ahead.get(offset, _BLOCK)
+        found = _plain_file(view) if _plain_file is not None else None
+        if found is None and len(view) == _BLOCK:
+            found = _ustar_file(bytes(view))
         if found is None:
             fileobj.seek(tar.offset)  # where tarfile expects to read next
             member = _next(tar, shard)
@@ -155,7 +161,17 @@ def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Mem
             yield name, size, True, None
             continue
         data: Data | None
-        if size >= RANGE_FROM:
+        if RANGE_FROM <= size <= _Ahead.SIZE:
+            view, lease = ahead.hold(start, size)
+            if len(view) < size:
+                data = None
+            elif lease is None:
+                data = FileRange(held.fd, start, size, shard, has_aligned_magic(view), held)
+            else:  # the bytes are written from the chunk that holds them
+                data = FileRange(
+                    held.fd, start, size, shard, has_aligned_magic(view), (held, lease), view
+                )
+        elif size >= RANGE_FROM:
             magic = ahead.scan(start, size)
             data = None if magic is None else FileRange(held.fd, start, size, shard, magic, held)
         else:
@@ -182,37 +198,10 @@ def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str, limit: in
 RANGE_FROM = 32 << 10
 
 
-class _Ahead:
-    """Reads of a file through one reused chunk of ``SIZE`` bytes: a header
-    or small member is a view of the chunk, valid until the next read (who
-    keeps it copies it); a large member is scanned piece by piece and not
-    kept. The chunk is reused, not allocated per read, so no fresh memory
-    is faulted in, and it is small enough that its bytes are still in the
-    CPU's cache when they are scanned or copied. The kernel reads ahead
-    (:class:`~im2rec.recordio.files.ReadAhead`), so a shard that is not
-    cached is read while the records are made."""
-
-    SIZE = 1 << 20
-
-    def __init__(self, fd: int, size: int):
-        self.fd, self.size = fd, size  # no read past size: a size in a header is not trusted
-        self.buf = memoryview(bytearray(self.SIZE))
-        self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
-        self.ahead = ReadAhead(fd)
-
-    def get(self, start: int, n: int) -> memoryview:
-        """The ``n`` bytes from ``start`` (fewer only where the file ends)."""
-        if self.base <= start and start + n <= self.end:
-            return self.buf[start - self.base : start + n - self.base]
-        if n > len(self.buf):  # (only when SIZE is set below a small member's size)
-            want = max(0, min(n, self.size - start))
-            return memoryview(pread_at_least(self.fd, want, start, want))
-        self.ahead.at(start)
-        want, got = max(0, min(len(self.buf), self.size - start)), 0
-        while got < want and (done := _read_into(self.fd, self.buf[got:want], start + got)):
-            got += done
-        self.base, self.end = start, start + got
-        return self.buf[: min(n, got)]
+class _Ahead(Chunks):
+    """A shard read front to back through reused chunks (see
+    :class:`~im2rec.recordio.chunks.Chunks`); a member larger than a chunk
+    is scanned piece by piece and not kept."""
 
     def scan(self, start: int, n: int) -> bool | None:
         """Whether the ``n`` bytes from ``start`` hold MXNet's magic word at
@@ -229,15 +218,13 @@ class _Ahead:
         return found
 
 
-def _read_into(fd: int, view: memoryview, offset: int) -> int:
-    if hasattr(os, "preadv"):
-        return os.preadv(fd, [view], offset)
-    data = pread(fd, len(view), offset)  # (Windows)
-    view[: len(data)] = data
-    return len(data)
-
-
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
+
+_plain_file: Callable[[memoryview], tuple[str, int] | None] | None
+try:  # the check below for the usual spelling, in C: 3 us a member saved (optional)
+    from ._ustar import plain_file as _plain_file
+except ImportError:
+    _plain_file = None
 
 
 def _ustar_file(block: bytes) -> tuple[str, int] | None:

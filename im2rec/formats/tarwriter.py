@@ -3,9 +3,11 @@
 samples always make the same bytes; a new shard starts when the next sample
 would pass ``maxcount`` samples or ``maxsize`` bytes (as WebDataset's own
 ``ShardWriter``). Every shard is written to a temporary file and they all
-appear together, when the last is complete. Images still in the ``.rec``
-(:class:`~im2rec.recordio.files.FileRange`) are copied by the kernel, a
-batch at a time, on a copying thread (:class:`~im2rec.recordio.copying.Copier`).
+appear together, when the last is complete. Images given with the bytes a
+reader holds (a :class:`~im2rec.recordio.files.FileRange` with ``data``)
+are written at once, while those bytes are in the CPU's cache; images only
+in the ``.rec`` are copied by the kernel, a batch at a time, on a copying
+thread (:class:`~im2rec.recordio.copying.Copier`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from ..atomic import AtomicGroup
 from ..errors import ConfigError
-from ..recordio.copying import Copier, batches, write_all
+from ..recordio.copying import Copier, batches, copy_batch
 from ..recordio.files import FileRange
 
 __all__ = ["ShardWriter", "member_header"]
@@ -73,13 +75,16 @@ class ShardWriter:
         self.group.__exit__(*exc)
 
     def _send(self) -> None:
-        """Hand the pending members to the copying thread (or, while no
-        image has come from a file, write them here)."""
+        """Write the pending members here when their bytes are all in memory
+        (after the copying thread's batch, if one is under way), else hand
+        them to the copying thread."""
         assert self._fd is not None
         items = batches(self._pending)
         self._pending, self._queued = [], 0
-        if self._copier is None and all(body is None for _, body in items):
-            write_all(self._fd, [glue for glue, _ in items])
+        if all(body is None or body.data is not None for _, body in items):
+            if self._copier is not None:
+                self._copier.wait()
+            copy_batch(self._fd, items)
             return
         if self._copier is None:
             self._copier = Copier(self._fd)
@@ -108,8 +113,9 @@ class ShardWriter:
 
     def write(self, key: str, fields: list[tuple[str, bytes | FileRange]]) -> None:
         """One sample: ``(extension, bytes)`` for each of its fields; bytes
-        still in a file may be given as a :class:`FileRange` (copied by the
-        kernel, never through this process)."""
+        still in a file may be given as a :class:`FileRange` (written at once
+        from its ``data``, or copied by the kernel, never through this
+        process)."""
         size = sum(_BLOCK + len(data) + (-len(data)) % _BLOCK for _, data in fields)
         if self._fd is None or (
             self._count and (self._count >= self.maxcount or self._size + size > self.maxsize)
@@ -130,7 +136,9 @@ class ShardWriter:
         self._count += 1
         self._size += size
         self._queued += size
-        if self._queued >= _BATCH:
+        if self._queued >= _BATCH or any(
+            type(data) is FileRange and data.data is not None for _, data in fields
+        ):
             self._send()
 
     @property

@@ -34,7 +34,16 @@ from typing import Any
 
 from ..errors import DatasetError
 from ..inspection import FRAME_WORDS, header_at, walk_records
-from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack, read_record, unpack
+from ..recordio import (
+    MAX_RECORD_SIZE,
+    IndexedRecordWriter,
+    IRHeader,
+    pack,
+    read_index_entries,
+    read_record,
+    unpack,
+)
+from ..recordio.chunks import Chunks
 from ..recordio.files import FileRange
 from ..recordio.framing import LENGTH_MASK, needs_split
 from ..storage import exists, is_url, sibling
@@ -83,24 +92,33 @@ def export_webdataset(
             publish(list(zip(map(Path, result.shards), urls, strict=True)))
         result.shards = urls
         return result
-    from ..recordio import RecordReader, load_index
+    from ..recordio import RecordReader
 
     reader = RecordReader(rec)
     idx = sibling(reader.location, ".idx")
-    keys = _KeysByOffset(load_index(idx) if exists(idx) else None)
+    keys = _KeysByOffset(idx if exists(idx) else None)
     buf, size = reader.mapping()
+    fd = getattr(buf, "fd", -1)
+    # a local .rec is read front to back, a chunk at a time, and each image
+    # written to its shard from the chunk (see recordio.chunks)
+    chunks = Chunks(fd, size) if isinstance(fd, int) and fd >= 0 else None
     result = ExportResult(reader.name, [])
     last_id = -1
     with ShardWriter(pattern, maxcount=maxcount, maxsize=maxsize) as writer:
         for position, (head, nxt) in enumerate(walk_records(reader)):  # type: ignore[misc]
-            header, image = _record_at(buf, head, nxt, size, reader.name)
+            header, image = _record_at(buf, chunks, head, nxt, size, reader.name)
             key = f"{header.id:09d}" if header.id > last_id else f"{header.id:09d}-{position}"
             last_id = max(last_id, header.id)
             labels = header.label.tolist() if header.flag else [float(header.label)]
             meta = _header_json(header.flag, labels, header.id, header.id2, keys.at(head))
             fields: list[tuple[str, bytes | FileRange]] = []
             if len(image):
-                start = image if isinstance(image, bytes) else buf[image.offset : image.offset + 16]
+                if isinstance(image, bytes):
+                    start = image
+                elif image.data is not None:
+                    start = bytes(image.data[:16])
+                else:
+                    start = buf[image.offset : image.offset + 16]
                 fields.append(((image_extension(start[:16]) or ".bin")[1:], image))
             if not header.flag and float(header.label).is_integer():
                 fields.append(("cls", str(int(header.label)).encode()))
@@ -116,46 +134,49 @@ def export_webdataset(
 
 
 def _record_at(
-    buf: Any, head: int, nxt: int, size: int, name: str
+    buf: Any, chunks: Chunks | None, head: int, nxt: int, size: int, name: str
 ) -> tuple[Any, bytes | FileRange]:
     """A record's header, and its image: for a whole record in a local file,
-    where it lies (copied file to file by the kernel); else its bytes."""
+    where it lies, with the chunk's view of it when it fits in one (written
+    from there), else copied file to file by the kernel; else its bytes."""
     word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
-    fd = getattr(buf, "fd", -1)
-    if word >> 29 == 0 and isinstance(fd, int) and fd >= 0:
+    if word >> 29 == 0 and chunks is not None:
         header = header_at(buf, head, nxt, name)
         start = 8 + 24 + (4 * header.flag if header.flag else 0)
-        return header, FileRange(fd, head + start, (word & LENGTH_MASK) + 8 - start, name)
-    header, image = unpack(read_record(buf, head, size, name)[0])
-    return header, bytes(image)
+        offset, length = head + start, (word & LENGTH_MASK) + 8 - start
+        where = FileRange(chunks.fd, offset, length, name)
+        if length > chunks.SIZE:
+            return header, where
+        view, lease = chunks.hold(offset, length)
+        if len(view) < length:  # (the walk saw the whole record: the file shrank since)
+            raise where._shrunk(offset + len(view))
+        if lease is None:
+            return header, where
+        return header, FileRange(chunks.fd, offset, length, name, keep=lease, data=view)
+    header, payload = unpack(read_record(buf, head, size, name)[0])
+    return header, bytes(payload)
 
 
 class _KeysByOffset:
     """The ``.idx`` key of each record, asked for in file order: the index
-    sorted by offset once (16 bytes a record, as numpy arrays), then walked
-    along with the records."""
+    read without numpy (checked as ``load_index`` checks it), sorted by
+    offset when it is not already (as written, it is), then walked along
+    with the records."""
 
-    def __init__(self, index: Any):
-        self.count = 0 if index is None else len(index)
-        self.pos = 0
-        if index is None:
-            self.offsets: Any = ()
-            return
-        import numpy as np
-
-        order = np.argsort(index.offsets, kind="stable")
-        self.offsets = index.offsets[order]
-        keys = index.keys if isinstance(index.keys, np.ndarray) else np.asarray(index.key_list())
-        self.keys = keys[order]
+    def __init__(self, idx: str | None):
+        keys, offsets = ([], []) if idx is None else read_index_entries(idx, check=True)
+        self.count, self.pos = len(keys), 0
+        if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+            order = sorted(range(len(offsets)), key=offsets.__getitem__)
+            keys, offsets = [keys[i] for i in order], [offsets[i] for i in order]
+        self.keys, self.offsets = keys, offsets
 
     def at(self, offset: int) -> Any:
         offsets, pos = self.offsets, self.pos
         while pos < len(offsets) and offsets[pos] < offset:
             pos += 1
         self.pos = pos
-        if pos < len(offsets) and offsets[pos] == offset:
-            return self.keys[pos].item() if hasattr(self.keys[pos], "item") else self.keys[pos]
-        return None
+        return self.keys[pos] if pos < len(offsets) and offsets[pos] == offset else None
 
 
 def _header_json(flag: int, labels: list[float], rid: int, id2: int, key: Any) -> bytes:

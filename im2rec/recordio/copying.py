@@ -5,10 +5,11 @@ system-call side of the writers.
 the kernel allows. Records whose bodies are still in other files (a
 :class:`~im2rec.recordio.files.FileRange`, from ``rec import``) are written
 in batches by :class:`Copier`, on a thread: each record's header bytes, then
-its body copied by the kernel (``sendfile``), a whole batch in one call of
-the optional C helper (``_copies``), which runs without the GIL, so the
-caller parses the next records meanwhile; without the helper, one copy at a
-time.
+its body, written from memory when the reader still holds it (``writev``)
+or else copied by the kernel (``sendfile``), a whole batch in one call of
+the optional C helper (``_copies``); both run without the GIL, so the
+caller parses the next records meanwhile. Without the helper, one copy at
+a time.
 """
 
 from __future__ import annotations
@@ -56,8 +57,32 @@ def write_all(fd: int, parts: list[Any]) -> None:
 
 
 def copy_batch(fd: int, items: list[tuple[bytes, FileRange | None]]) -> None:
-    """Write each item's bytes, then copy its range after them (by the
-    kernel): one call without the GIL when the C helper is built."""
+    """Write each item's bytes, then its range after them: a run of ranges
+    whose bytes are in memory (``data``) in as few ``writev`` calls as the
+    kernel allows, a run of ranges in files copied by the kernel, in one
+    call without the GIL when the C helper is built."""
+    start = 0
+    while start < len(items):
+        end, in_memory = start, _in_memory(items[start][1])
+        while end < len(items) and _in_memory(items[end][1]) == in_memory:
+            end += 1
+        if in_memory:
+            parts: list[Any] = []
+            for glue, body in items[start:end]:
+                parts.append(glue)
+                if body is not None:
+                    parts.append(body.data)
+            write_all(fd, parts)
+        else:
+            _copy_files(fd, items[start:end])
+        start = end
+
+
+def _in_memory(body: FileRange | None) -> bool:
+    return body is None or body.data is not None
+
+
+def _copy_files(fd: int, items: list[tuple[bytes, FileRange | None]]) -> None:
     if _copy_records is None:
         for glue, body in items:
             write_all(fd, [glue])

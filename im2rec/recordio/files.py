@@ -29,7 +29,6 @@ __all__ = [
     "FileRange",
     "FileView",
     "HeldFile",
-    "ReadAhead",
     "open_regular",
     "pread",
     "pread_at_least",
@@ -192,27 +191,6 @@ class FileView:
             pass
 
 
-class ReadAhead:
-    """Asks the kernel to read a file ahead of the place being read
-    (``posix_fadvise``), ``AHEAD`` bytes at a time, so that a file read
-    front to back comes from the disk in the background while what was
-    read is being worked on. Where the call does not exist, nothing."""
-
-    AHEAD = 32 << 20
-
-    def __init__(self, fd: int):
-        self.fd, self.fetched = fd, 0  # the kernel was asked for everything before fetched
-        self.advise = getattr(os, "posix_fadvise", None)
-        if self.advise is not None:
-            self.advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-
-    def at(self, pos: int) -> None:
-        """Reading has come to ``pos``."""
-        if self.advise is not None and pos + self.AHEAD // 2 > self.fetched:
-            self.advise(self.fd, pos, self.AHEAD, os.POSIX_FADV_WILLNEED)
-            self.fetched = pos + self.AHEAD
-
-
 class HeldFile:
     """An open descriptor that closes when the last object holding it is
     gone: ranges of a file handed to another thread keep it open after its
@@ -228,7 +206,11 @@ class HeldFile:
 class FileRange:
     """``length`` bytes of the open file ``fd`` from ``offset``: copied to
     another file by the kernel (:meth:`copy_to`), or read when they are
-    needed here (``bytes(range)``); ``len(range)`` is ``length``."""
+    needed here (``bytes(range)``); ``len(range)`` is ``length``. A reader
+    that has just read the bytes (to scan them) gives them too, as
+    ``data``: they are written from there, which costs one copy where the
+    kernel's file-to-file copy of a range that starts anywhere in a page
+    costs two (it runs at half the speed of a ``write``)."""
 
     fd: int
     offset: int
@@ -238,24 +220,36 @@ class FileRange:
     #: their start (a record holding them after a header must be split),
     #: when whoever read them scanned them; None when not known
     magic: bool | None = None
-    #: what must stay alive while the range is used (a :class:`HeldFile`)
+    #: what must stay alive while the range is used (a :class:`HeldFile`,
+    #: and whatever owns ``data``)
     keep: object = None
+    #: the bytes themselves, when the reader holds them in memory (read-only
+    #: to whoever gets the range, and kept only as long as the range is)
+    data: memoryview | None = None
 
     def __len__(self) -> int:
         return self.length
 
     def __bytes__(self) -> bytes:
+        if self.data is not None:
+            return bytes(self.data)
         data = pread_at_least(self.fd, self.length, self.offset, self.length)
         if len(data) < self.length:
             raise self._shrunk(self.offset + len(data))
         return data
 
     def copy_to(self, out: int) -> None:
-        """Append the bytes to ``out`` (at its position), copied by the
-        kernel: ``sendfile``, else ``copy_file_range``, else read and written
-        here. ``sendfile`` first: ranges that start and end anywhere in a
-        page copy at half the speed with ``copy_file_range`` (Linux 6.18,
-        ext4; the blocks could be shared only for whole aligned blocks)."""
+        """Append the bytes to ``out`` (at its position): written from
+        ``data`` when given, else copied by the kernel: ``sendfile``, else
+        ``copy_file_range``, else read and written here. ``sendfile``
+        first: ranges that start and end anywhere in a page copy at half the
+        speed with ``copy_file_range`` (Linux 6.18, ext4; the blocks could be
+        shared only for whole aligned blocks)."""
+        if self.data is not None:
+            view = self.data
+            while view:
+                view = view[os.write(out, view) :]
+            return
         offset, left = self.offset, self.length
         for copy in (_sendfile, _copy_file_range, _read_write):
             try:

@@ -159,20 +159,29 @@ def _read(
 
 
 def read_index_entries(
-    path: str | os.PathLike[str], key_type: KeyType = int
+    path: str | os.PathLike[str], key_type: KeyType = int, *, check: bool = False
 ) -> tuple[list[Any], list[int]]:
     """The ``.idx`` lines as ``(keys, offsets)`` lists, without numpy.
 
-    Only the syntax is checked (a malformed line raises
-    :class:`IndexFormatError` naming it); duplicate keys and offsets that
-    are not record heads are the caller's to judge, as ``rec verify`` does.
-    Use :func:`load_index` for lookups.
+    The syntax is checked (a malformed line raises :class:`IndexFormatError`
+    naming it); with ``check``, also what :func:`load_index` checks (keys
+    unique, offsets that can start a record), else duplicate keys and
+    offsets that are not record heads are the caller's to judge, as ``rec
+    verify`` does. Use :func:`load_index` for lookups.
     """
     name, data = _read(path)
+    lines: list[int] | None = None
     if key_type is int and _SIMPLE_LINES.fullmatch(data):
         values = list(map(int, data.split()))
-        return values[0::2], values[1::2]
-    keys, offsets, _ = _parse_lines(data, name, key_type)
+        keys, offsets = values[0::2], values[1::2]
+    else:
+        keys, offsets, lines = _parse_lines(data, name, key_type)
+    if check:
+        bad = next((i for i, off in enumerate(offsets) if off < 0 or off % 4), None)
+        if bad is not None:
+            raise _offset_error(name, lines, bad, keys[bad], offsets[bad])
+        if len(set(keys)) != len(keys):
+            raise _duplicate_error(name, lines, keys)
     return keys, offsets
 
 
@@ -292,11 +301,16 @@ def _check_offsets(index: RecordIndex, lines: list[int] | None) -> None:
     bad = np.flatnonzero((off < 0) | (off % 4 != 0))
     if len(bad):
         i = int(bad[0])
-        raise IndexFormatError(
-            f"{index.name}:{_line(lines, i)}: key {_py(index.keys[i])!r} has offset "
-            f"{int(off[i])}, which cannot start a record (offsets are non-negative "
-            "multiples of 4); rebuild the index from the .rec"
-        )
+        raise _offset_error(index.name, lines, i, _py(index.keys[i]), int(off[i]))
+
+
+def _offset_error(
+    name: str, lines: list[int] | None, i: int, key: Any, offset: int
+) -> IndexFormatError:
+    return IndexFormatError(
+        f"{name}:{_line(lines, i)}: key {key!r} has offset {offset}, which cannot start a "
+        "record (offsets are non-negative multiples of 4); rebuild the index from the .rec"
+    )
 
 
 def _has_duplicates(keys: np.ndarray) -> bool:
@@ -323,11 +337,17 @@ def _check_unique(index: RecordIndex, lines: list[int] | None) -> None:
         key_list = keys
         if len(set(key_list)) == len(key_list):
             return
+    raise _duplicate_error(index.name, lines, key_list)
+
+
+def _duplicate_error(name: str, lines: list[int] | None, keys: list[Any]) -> DuplicateKeyError:
+    """The error naming the first key of ``keys`` seen twice (there is one)."""
     seen: dict[Any, int] = {}
-    for i, key in enumerate(key_list):
+    for i, key in enumerate(keys):
         if key in seen:
-            raise DuplicateKeyError(
-                f"{index.name}:{_line(lines, i)}: key {key!r} appears again (first on line "
+            return DuplicateKeyError(
+                f"{name}:{_line(lines, i)}: key {key!r} appears again (first on line "
                 f"{_line(lines, seen[key])}); keys must be unique: rebuild the index from the .rec"
             )
         seen[key] = i
+    raise AssertionError("no key appears twice")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
-from .copying import IOV_MAX, Copier, batches, write_all
+from .copying import IOV_MAX, Copier, batches, copy_batch, write_all
 from .files import FileRange
 from .framing import frame, frame_parts, needs_split, whole_frame
 
@@ -132,11 +132,17 @@ class _Output:
         if not self.pending or self.fd is None:
             return
         if not self.text and any(type(p) is FileRange for p in self.pending):
-            # Records with bodies in other files (never on a hashing output):
-            # the batch is written and copied on a thread, and the caller goes
-            # on making the next records meanwhile.
+            # Records with bodies in other files (never on a hashing output).
             items = batches(self.pending)
             self.pending.clear()
+            if all(body is None or body.data is not None for _, body in items):
+                # bodies a reader holds in memory: written here, from this
+                # CPU's cache (on a thread, another CPU reads them from
+                # memory, and the writes ran up to twice as long)
+                copy_batch(self.fd, items)
+                return
+            # bodies only in their files: copied on a thread, while the
+            # caller goes on making the next records
             if self._copier is None:
                 self._copier = Copier(self.fd)
             self._copier.submit(items)
@@ -315,6 +321,12 @@ class RecordWriter:
         self._pos = end = pos + len(before) + n + len(body) + len(after)
         if end - self._flushed >= _BUFFER:
             self.flush()
+        elif body.data is not None:
+            # a body in a reader's memory is written at once, while it is
+            # still in the CPU's cache (written 1 MiB at a time, the copies
+            # ran at half the speed on the VMs measured); the .rec only: the
+            # .idx lines follow at the next flush
+            self._out.flush()
         return pos
 
     def flush(self) -> None:
