@@ -26,7 +26,15 @@ from .errors import (
     TruncatedRecordError,
 )
 from .formats import image_extension
-from .inspection import FRAME_WORDS, Damage, face_layout, header_at, walk_records
+from .inspection import (
+    FRAME_WORDS,
+    Damage,
+    bad_padding,
+    face_layout,
+    header_at,
+    padding_message,
+    walk_records,
+)
 from .lstfile import read_class_map
 from .names import ConfinedWriter
 from .recordio import RecordReader, load_index, read_record, unpack
@@ -245,14 +253,23 @@ def _copy_exactly(path: Path, size: int, dst: Any) -> None:
             )
 
 
+def _padded(buf: Any, item: Any, path: Path) -> int:
+    """The record's head, after checking its padding (see bad_padding)."""
+    at = bad_padding(buf, *item)
+    if at is not None:
+        raise RecordFormatError(f"{path}: {padding_message(at)}")
+    return int(item[0])
+
+
 def _check_whole(path: Path, offsets: np.ndarray) -> int:
     """Raise unless ``path`` is whole (every frame intact, nothing after the
     last) and ``offsets`` (its ``.idx``) name each of its records once;
     return the size that was checked."""
     reader = RecordReader(path)
     size = reader.size
+    buf = reader.mapping()[0]
     try:
-        heads = np.fromiter((head for head, _ in walk_records(reader)), np.int64)  # type: ignore[misc]
+        heads = np.fromiter((_padded(buf, item, path) for item in walk_records(reader)), np.int64)
     except RecordFormatError as exc:
         raise type(exc)(f"{exc}; nothing was merged: check it with `rec verify {path}`") from None
     finally:

@@ -205,6 +205,7 @@ def verify(
             )
             continue
         heads.append(item[0])
+        _check_padding(buf, item, result)
         if decode:
             _check_image(buf, item, reader.name, result)
         if on_progress is not None and len(heads) % 4096 == 0:
@@ -219,6 +220,38 @@ def verify(
     if on_progress is not None:
         on_progress(size, size)
     return result
+
+
+def bad_padding(buf: Buffer, head: int, end: int) -> int | None:
+    """Where the padding after the data of the record at ``head`` (each part
+    of a split one) is not zeros, else None. MXNet pads with zeros to a
+    multiple of 4: other bytes there mean a damaged length word whose record
+    still ends in the same place (the bytes it lost became padding). Reading
+    the padding reads the block the next head is in: no extra read."""
+    pos = head
+    while pos + 8 <= end:
+        lrec: int = FRAME_WORDS.unpack(buf[pos : pos + 8])[1]
+        length = lrec & LENGTH_MASK
+        data_end = pos + 8 + length
+        if length % 4 and any(buf[data_end : data_end + 4 - length % 4]):
+            return data_end
+        pos = data_end + -length % 4
+        if lrec >> 29 in (0, 3):  # a whole record, or the last part of a split one
+            return None
+    return None
+
+
+def _check_padding(buf: Buffer, item: tuple[int, int], result: VerifyResult) -> None:
+    at = bad_padding(buf, *item)
+    if at is not None:
+        result.problems.append(Problem(item[0], None, padding_message(at)))
+
+
+def padding_message(at: int) -> str:
+    return (
+        f"the padding after the record's data at byte {at:,} is not zeros (MXNet pads with "
+        "zeros): its length word is damaged"
+    )
 
 
 def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyResult) -> None:

@@ -252,3 +252,29 @@ def test_index_by_id_names_a_repeated_id_and_where(tmp_path: Path) -> None:
         "use --keys seq\n"
     )
     assert not (tmp_path / "x.idx").exists()
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_length_word_cut_into_the_padding_is_damage(tmp_path: Path, cut: int) -> None:
+    """A record whose length word lost 1-3 bytes still ends where it did
+    (the lost bytes became padding): verify reports the padding that is not
+    zeros, and merge refuses the file, where both saw a whole file."""
+    from im2rec.converting import merge_recs
+
+    path = tmp_path / "cut.rec"
+    with IndexedRecordWriter(path) as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), b"\xff\xd8" + b"\x07" * 98))  # 124 bytes: no padding
+        w.write_key(1, pack((0, 2.0, 1, 0), b"\xff\xd8" + b"\x01" * 50))
+    assert verify(path).ok
+    data = bytearray(path.read_bytes())
+    data[4] -= cut  # the first record's length, low byte: 124 - cut
+    path.write_bytes(bytes(data))
+    report = verify(path)
+    assert report.records == 2
+    assert [(p.offset, p.message) for p in report.problems] == [
+        (0, f"the padding after the record's data at byte {132 - cut:,} is not zeros (MXNet "
+            "pads with zeros): its length word is damaged")
+    ]  # fmt: skip
+    with pytest.raises(RecordFormatError, match=r"cut.rec: the padding .* is not zeros.*merged"):
+        merge_recs([path], tmp_path / "merged.rec")
+    assert not (tmp_path / "merged.rec").exists()

@@ -100,6 +100,19 @@ def test_export_reads_the_index_in_any_order_and_refuses_a_bad_one(
         assert not out.exists() or not list(out.iterdir())
 
 
+@pytest.mark.parametrize("first_key", [0, -5, 2**63 + 5])
+def test_every_key_comes_back(tmp_path: Path, first_key: int) -> None:
+    """Keys are kept as int64 arrays while exporting; keys past int64 as
+    they are."""
+    path = tmp_path / "keys.rec"
+    with IndexedRecordWriter(path) as w:
+        for i in range(3):
+            w.write_key(first_key + i * 7, pack((0, 1.0, i, 0), image("JPEG", i)))
+    result = export_webdataset(path, str(tmp_path / "k-%03d.tar"))
+    keys = [json.loads(bytes(s.fields["json"]))["key"] for s in samples(result.shards[0])]
+    assert keys == [first_key + i * 7 for i in range(3)]
+
+
 # webdataset leaves its shard files for the garbage collector to close
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

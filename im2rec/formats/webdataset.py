@@ -26,8 +26,9 @@ import json
 import math
 import os
 import tempfile
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,8 +161,8 @@ def _record_at(
 class _KeysByOffset:
     """The ``.idx`` key of each record, asked for in file order: the index
     read without numpy (checked as ``load_index`` checks it), sorted by
-    offset when it is not already (as written, it is), then walked along
-    with the records."""
+    offset when it is not already (as written, it is), kept as arrays of
+    int64 (16 bytes a record), then walked along with the records."""
 
     def __init__(self, idx: str | None):
         keys, offsets = ([], []) if idx is None else read_index_entries(idx, check=True)
@@ -169,7 +170,11 @@ class _KeysByOffset:
         if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
             order = sorted(range(len(offsets)), key=offsets.__getitem__)
             keys, offsets = [keys[i] for i in order], [offsets[i] for i in order]
-        self.keys, self.offsets = keys, offsets
+        self.offsets: Sequence[int] = array("q", offsets)
+        try:
+            self.keys: Sequence[Any] = array("q", keys)
+        except OverflowError:  # (keys past int64: kept as they are)
+            self.keys = keys
 
     def at(self, offset: int) -> Any:
         offsets, pos = self.offsets, self.pos
