@@ -191,7 +191,9 @@ def test_every_name_rec_list_writes_reads_back_the_same(
     made = [f"c{SEPARATORS}d/plain.jpg"]
     for i, name in enumerate(names):
         file = f"{name}.jpg"
-        if file in (".jpg", "..jpg", "plain.jpg") or len(file.encode()) > 200:
+        # only dots before ".jpg" make no suffix (os.path.splitext, MXNet's
+        # rule): not an image, so neither listed nor skipped
+        if os.path.splitext(file)[1] != ".jpg" or file == "plain.jpg" or len(file.encode()) > 200:
             continue
         try:
             (root / f"c{SEPARATORS}d" / file).write_bytes(jpeg_bytes(i))
