@@ -113,10 +113,10 @@ def bare_copy(src: str, dst: str) -> None:
     from there."""
     import im2rec.cli  # noqa: F401
     import im2rec.formats.webdataset  # noqa: F401
-    from im2rec.formats.tars import _Ahead
+    from im2rec.recordio.chunks import Chunks
 
     fd, out = os.open(src, os.O_RDONLY), os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    buf, offset = memoryview(bytearray(_Ahead.SIZE)), 0
+    buf, offset = memoryview(bytearray(Chunks.SIZE)), 0
     while n := os.preadv(fd, [buf], offset):
         offset += n
         view = buf[:n]

@@ -494,7 +494,6 @@ def test_an_export_whose_copies_fail_leaves_no_shard(
     finished or temporary, is left."""
     import errno
 
-    from im2rec.formats import tarwriter
     from im2rec.recordio import copying
     from im2rec.recordio.chunks import Chunks
 
@@ -509,8 +508,7 @@ def test_an_export_whose_copies_fail_leaves_no_shard(
 
     if where == "in the file":
         monkeypatch.setattr(Chunks, "SIZE", 50_000)
-    monkeypatch.setattr(copying, "copy_batch", full)  # (the copying thread's)
-    monkeypatch.setattr(tarwriter, "copy_batch", full)
+    monkeypatch.setattr(copying, "copy_batch", full)  # (here and on the copying thread)
     out = tmp_path / "out"
     with pytest.raises(OSError, match="No space left"):
         export_webdataset(path, str(out / "s-%04d.tar"), maxcount=15)

@@ -161,16 +161,8 @@ def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Mem
             yield name, size, True, None
             continue
         data: Data | None
-        if RANGE_FROM <= size <= _Ahead.SIZE:
-            view, lease = ahead.hold(start, size)
-            if len(view) < size:
-                data = None
-            elif lease is None:
-                data = FileRange(held.fd, start, size, shard, has_aligned_magic(view), held)
-            else:  # the bytes are written from the chunk that holds them
-                data = FileRange(
-                    held.fd, start, size, shard, has_aligned_magic(view), (held, lease), view
-                )
+        if RANGE_FROM <= size <= _Ahead.SIZE:  # written from the chunk that holds it
+            data = ahead.take(start, size, shard, held, scan=True)
         elif size >= RANGE_FROM:
             magic = ahead.scan(start, size)
             data = None if magic is None else FileRange(held.fd, start, size, shard, magic, held)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..atomic import AtomicGroup
 from ..errors import ConfigError
-from ..recordio.copying import Copier, batches, copy_batch
+from ..recordio.copying import Copier, batches, send_batch
 from ..recordio.files import FileRange
 
 __all__ = ["ShardWriter", "member_header"]
@@ -75,20 +75,11 @@ class ShardWriter:
         self.group.__exit__(*exc)
 
     def _send(self) -> None:
-        """Write the pending members here when their bytes are all in memory
-        (after the copying thread's batch, if one is under way), else hand
-        them to the copying thread."""
+        """Write the pending members (see ``send_batch``)."""
         assert self._fd is not None
         items = batches(self._pending)
         self._pending, self._queued = [], 0
-        if all(body is None or body.data is not None for _, body in items):
-            if self._copier is not None:
-                self._copier.wait()
-            copy_batch(self._fd, items)
-            return
-        if self._copier is None:
-            self._copier = Copier(self._fd)
-        self._copier.submit(items)
+        self._copier = send_batch(self._fd, items, self._copier)
 
     def _close_shard(self) -> None:
         if self._fd is not None:

@@ -145,15 +145,13 @@ def _record_at(
         header = header_at(buf, head, nxt, name)
         start = 8 + 24 + (4 * header.flag if header.flag else 0)
         offset, length = head + start, (word & LENGTH_MASK) + 8 - start
-        where = FileRange(chunks.fd, offset, length, name)
         if length > chunks.SIZE:
-            return header, where
-        view, lease = chunks.hold(offset, length)
-        if len(view) < length:  # (the walk saw the whole record: the file shrank since)
-            raise where._shrunk(offset + len(view))
-        if lease is None:
-            return header, where
-        return header, FileRange(chunks.fd, offset, length, name, keep=lease, data=view)
+            return header, FileRange(chunks.fd, offset, length, name)
+        image = chunks.take(offset, length, name)
+        if image is None:  # (the walk saw the whole record: the file shrank since)
+            end = min(os.fstat(chunks.fd).st_size, offset + length)
+            raise FileRange(chunks.fd, offset, length, name)._shrunk(end)
+        return header, image
     header, payload = unpack(read_record(buf, head, size, name)[0])
     return header, bytes(payload)
 

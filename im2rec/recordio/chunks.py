@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import weakref
 
-from .files import pread, pread_at_least
+from .files import FileRange, pread, pread_at_least
+from .framing import has_aligned_magic
 
 __all__ = ["Chunks", "Lease"]
 
@@ -79,6 +80,21 @@ class Chunks:
             return view, None
         self.leased = True
         return view, self.lease
+
+    def take(
+        self, start: int, n: int, name: str, keep: object = None, *, scan: bool = False
+    ) -> FileRange | None:
+        """The ``n`` bytes from ``start`` (at most ``SIZE``) as a range of the
+        file, with the chunk's view as its ``data`` when leased (a writer
+        writes them from there); with ``scan``, whether MXNet's magic word
+        is in them. None if the file ends first."""
+        view, lease = self.hold(start, n)
+        if len(view) < n:
+            return None
+        magic = has_aligned_magic(view) if scan else None
+        if lease is None:
+            return FileRange(self.fd, start, n, name, magic, keep)
+        return FileRange(self.fd, start, n, name, magic, (keep, lease), view)
 
     def _next_chunk(self) -> None:
         """Make ``buf`` a chunk no leased view is using, with a new lease."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from .files import FileRange
 
-__all__ = ["IOV_MAX", "Copier", "batches", "copy_batch", "write_all"]
+__all__ = ["IOV_MAX", "Copier", "batches", "copy_batch", "send_batch", "write_all"]
 
 IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
@@ -151,6 +151,24 @@ class Copier:
         finally:
             self.jobs.put(None)
             self.thread.join()
+
+
+def send_batch(
+    fd: int, items: list[tuple[bytes, FileRange | None]], copier: Copier | None
+) -> Copier | None:
+    """Write a batch here when every body's bytes are in memory (after the
+    copying thread's batch, if one is under way: from this CPU's cache, a
+    thread on another CPU ran up to twice as long), else hand it to the
+    copying thread, started on first need; returns the copier."""
+    if all(_in_memory(body) for _, body in items):
+        if copier is not None:
+            copier.wait()
+        copy_batch(fd, items)
+        return copier
+    if copier is None:
+        copier = Copier(fd)
+    copier.submit(items)
+    return copier
 
 
 def batches(pending: list[Any]) -> list[tuple[bytes, FileRange | None]]:

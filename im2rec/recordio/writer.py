@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import DuplicateKeyError, ModeError
-from .copying import IOV_MAX, Copier, batches, copy_batch, write_all
+from .copying import IOV_MAX, Copier, batches, send_batch, write_all
 from .files import FileRange
 from .framing import frame, frame_parts, needs_split, whole_frame
 
@@ -132,20 +132,12 @@ class _Output:
         if not self.pending or self.fd is None:
             return
         if not self.text and any(type(p) is FileRange for p in self.pending):
-            # Records with bodies in other files (never on a hashing output).
+            # Records with bodies in other files (never on a hashing output):
+            # written here from memory, or copied on a thread while the
+            # caller goes on making the next records.
             items = batches(self.pending)
             self.pending.clear()
-            if all(body is None or body.data is not None for _, body in items):
-                # bodies a reader holds in memory: written here, from this
-                # CPU's cache (on a thread, another CPU reads them from
-                # memory, and the writes ran up to twice as long)
-                copy_batch(self.fd, items)
-                return
-            # bodies only in their files: copied on a thread, while the
-            # caller goes on making the next records
-            if self._copier is None:
-                self._copier = Copier(self.fd)
-            self._copier.submit(items)
+            self._copier = send_batch(self.fd, items, self._copier)
             return
         if self.text:
             parts: list[Any] = ["".join(self.pending).encode()]
