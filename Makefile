@@ -24,8 +24,9 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.
-$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/decoding/*.c im2rec/recordio/*.c)
+$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/*/*.c)
 	$(BIN)/python setup.py -q build_ext --inplace
+	$(BIN)/python -m compileall -q im2rec  # bytecode now: rec starts ~30 ms sooner where none is written
 	@touch $@
 
 install: $(VENV)/.native ## Create .venv with im2rec (editable, C extensions built), Pillow-SIMD and dev tools
@@ -102,6 +103,7 @@ OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_rem
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
 bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios); fails on a missed target
+	@$(BIN)/python -m compileall -q im2rec  # bytecode, as an installed wheel has (see benchutil)
 	@failed=""; \
 	for b in $(MX_BENCHES) $(OWN_BENCHES); do \
 		echo "== $$b"; \

@@ -5,10 +5,11 @@ the same bytes with ``cat``, start-up included.
 
 A pass-through ``.rec`` of ``--size-mb`` MB (default 500) of records of
 60-140 kB (ImageNet's sizes; JPEG-signed random payloads, nothing is
-decoded) is made once and read once to warm the page cache. Every input is
-read once before it is timed (the shards just written too: see
-``read_once``). Then, best of
-``--runs`` (10) each (and the median of each round's ratio), all alternating, each after a ``sync`` (untimed) so that
+decoded) is made once and read once to warm the page cache; im2rec's
+modules are compiled to bytecode first, as an installed copy has them.
+Every input is read once before it is timed (the shards just written too:
+see ``read_once``). Then, best of ``--runs`` (10) each (and the median of
+each round's ratio), all alternating, each after a ``sync`` (untimed) so that
 none pays for another's writeback: ``cat data.rec > copy.rec``; ``rec
 export data.rec --to webdataset -o shards/d-%06d.tar``; ``rec import
 webdataset`` of those shards back to a ``.rec`` (checked byte-identical to
@@ -39,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchutil import compile_package  # bench/ is on sys.path when run as a script
 
 from im2rec.resuming import sha256_file
 
@@ -138,6 +141,7 @@ def main() -> None:
     if args.bare_copy:
         bare_copy(*args.bare_copy)
         return
+    compile_package()
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-convert-") as tmp_s:
         tmp = Path(tmp_s)
         rec = tmp / "data.rec"

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import drop_caches  # bench/ is on sys.path when run as a script
+from benchutil import compile_package, drop_caches  # bench/ is on sys.path when run as a script
 
 TARGET = 0.5
 
@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    compile_package()
     rec_cli = str(Path(sys.executable).with_name("rec"))
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="im2rec-bench-inspect-") as tmp:

@@ -166,7 +166,7 @@ def import_command(
       rec import webdataset shards/*.tar -o train --label-key class_id
     """
     from ..formats.tars import expand_shards
-    from ..formats.webdataset import import_webdataset
+    from ..formats.wds_import import import_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         names = expand_shards(list(shards))

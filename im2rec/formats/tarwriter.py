@@ -18,7 +18,7 @@ from typing import Any
 
 from ..atomic import AtomicGroup
 from ..errors import ConfigError
-from ..recordio.copying import Copier, batches, send_batch
+from ..recordio.copying import Copier, batches, send_batch, write_all
 from ..recordio.files import FileRange
 
 __all__ = ["ShardWriter", "member_header"]
@@ -55,7 +55,7 @@ class ShardWriter:
         # members not yet written: bytes, and images still in the .rec, which a
         # copying thread writes a batch at a time (the kernel copies them while
         # the next records are read and formatted here)
-        self._pending: list[bytes | FileRange] = []
+        self._pending: list[Any] = []  # bytes, ranges, and views of ranges' data
         self._queued = 0
         self._copier: Copier | None = None
 
@@ -118,14 +118,28 @@ class ShardWriter:
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
             self._fd = os.open(self.group.temp_path(name), flags, 0o644)
             self._count = self._size = 0
-        pending = self._pending
-        for ext, data in fields:
-            pending.append(member_header(f"{key}.{ext}", len(data)))
-            pending.append(data)
-            if len(data) % _BLOCK:
-                pending.append(_ZEROS[: -len(data) % _BLOCK])
         self._count += 1
         self._size += size
+        pending = self._pending
+        # a sample with a range read into memory (and the rest bytes), with
+        # nothing pending before it, is written at once in one call (see
+        # send_batch); samples of bytes only are gathered into batches
+        now = (
+            not pending
+            and any(type(data) is FileRange for _, data in fields)
+            and all(_held(data) for _, data in fields)
+        )
+        for ext, data in fields:
+            pending.append(member_header(f"{key}.{ext}", len(data)))
+            pending.append(data.data if now and type(data) is FileRange else data)
+            if len(data) % _BLOCK:
+                pending.append(_ZEROS[: -len(data) % _BLOCK])
+        if now:
+            if self._copier is not None:
+                self._copier.wait()
+            write_all(self._fd, pending)
+            pending.clear()
+            return
         self._queued += size
         if self._queued >= _BATCH or any(
             type(data) is FileRange and data.data is not None for _, data in fields
@@ -138,6 +152,10 @@ class ShardWriter:
 
 
 _ZEROS = bytes(_BLOCK)
+
+
+def _held(data: bytes | FileRange) -> bool:
+    return isinstance(data, bytes) or data.data is not None
 
 
 def _template() -> tuple[bytes, int]:

@@ -157,6 +157,14 @@ class _Output:
         write_all(self.fd, parts)
         self._inflight = None
 
+    def write_now(self, parts: list[Any]) -> None:
+        """Write ``parts`` at once, after the copies under way (nothing may
+        be pending: they would land after these)."""
+        if self._copier is not None:
+            self._copier.wait()
+        assert self.fd is not None and not self.pending
+        write_all(self.fd, parts)
+
     def _stop_copying(self, quiet: bool = False) -> None:
         """Wait for the copies under way (their error raised unless
         ``quiet``) and end the copying thread, before the file is closed."""
@@ -308,17 +316,20 @@ class RecordWriter:
         if split is not False or self._out.hasher is not None:
             return self.write(*head, bytes(body), split=split)
         before, after = whole_frame(n + len(body))
-        pos = self._pos
-        self._out.pending.extend((before, *head, body, after))
+        pos, out = self._pos, self._out
         self._pos = end = pos + len(before) + n + len(body) + len(after)
-        if end - self._flushed >= _BUFFER:
-            self.flush()
-        elif body.data is not None:
+        if body.data is not None and not out.pending and end - self._flushed < _BUFFER:
             # a body in a reader's memory is written at once, while it is
             # still in the CPU's cache (written 1 MiB at a time, the copies
             # ran at half the speed on the VMs measured); the .rec only: the
             # .idx lines follow at the next flush
-            self._out.flush()
+            out.write_now([before, *head, body.data, after])
+            return pos
+        out.pending.extend((before, *head, body, after))
+        if end - self._flushed >= _BUFFER:
+            self.flush()
+        elif body.data is not None:
+            out.flush()
         return pos
 
     def flush(self) -> None:
