@@ -138,7 +138,7 @@ def _general(
     meta = _json(sample)
     if isinstance(meta, str):
         return meta
-    images = [ext for ext in sample.fields if ext.lower() in IMAGE_EXTS or ext == "bin"]
+    images = [ext for ext in sample.fields if _is_image(ext)]
     image = sample.fields[images[0]] if images else b""
     if not images and sample.skipped:  # (not a record without payload: its image was refused)
         why = "; ".join(f"{ext}: {why}" for ext, why in sample.skipped.items())
@@ -161,6 +161,12 @@ def _general(
     except RecordFormatError as exc:  # (a label past float32)
         return f"bad label: {exc}"
     return _made(key, head, image)
+
+
+def _is_image(ext: str) -> bool:
+    """Whether a member's extension names an image (``.bin``: rec export's
+    payload of unknown format)."""
+    return ext.lower() in IMAGE_EXTS or ext == "bin"
 
 
 def _made(key: Any, head: bytes, image: Data) -> tuple[Any, bytes, Data, bool] | str:
@@ -201,7 +207,7 @@ def _exported_fast(sample: Sample, number: int) -> tuple[Any, bytes, Data, bool]
     if match is None:
         return None
     others = [ext for ext in fields if ext != "json" and ext != "cls"]
-    if len(others) > 1 or (others and others[0].lower() not in IMAGE_EXTS and others[0] != "bin"):
+    if len(others) > 1 or (others and not _is_image(others[0])):
         return None  # (two images, or another field: not rec export's)
     image = fields[others[0]] if others else b""
     text, rid, id2, key = match.groups()
