@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.
-$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/*/*.c)
+$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/*/*.c im2rec/*.h)
 	$(BIN)/python setup.py -q build_ext --inplace
 	$(BIN)/python -m compileall -q im2rec  # bytecode now: rec starts ~30 ms sooner where none is written
 	@touch $@

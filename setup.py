@@ -12,6 +12,8 @@ from setuptools import Extension, setup
 # Strict ISO C: no fused multiply-adds, so the float32 arithmetic is the
 # very one numpy does (tested for identical results).
 FLAGS = ["-O2", "-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+# Overflow-checked arithmetic shared by every extension (docs/security.md).
+DEPENDS = ["im2rec/checked.h"]
 
 setup(
     ext_modules=[
@@ -20,30 +22,35 @@ setup(
             ["im2rec/decoding/_jpeg.c"],
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
+            depends=DEPENDS,
             optional=True,
         ),
         Extension(
             "im2rec.decoding._tensor",
             ["im2rec/decoding/_tensor.c"],
             extra_compile_args=[*FLAGS, "-O3"],
+            depends=DEPENDS,
             optional=True,
         ),
         Extension(
             "im2rec.recordio._words",
             ["im2rec/recordio/_words.c"],
             extra_compile_args=[*FLAGS, "-O3"],
+            depends=DEPENDS,
             optional=True,
         ),
         Extension(
             "im2rec.recordio._copies",
             ["im2rec/recordio/_copies.c"],
             extra_compile_args=FLAGS,
+            depends=DEPENDS,
             optional=True,
         ),
         Extension(
             "im2rec.formats._ustar",
             ["im2rec/formats/_ustar.c"],
             extra_compile_args=FLAGS,
+            depends=DEPENDS,
             optional=True,
         ),
     ]

@@ -19,8 +19,8 @@
  * data that ends early is an error (libjpeg would pad it with grey).
  * libjpeg runs without the GIL.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../checked.h"
+#include <limits.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,22 +91,25 @@ static unsigned long read32(const unsigned char *p, int big) {
 }
 
 /* The EXIF orientation in an APP1 marker's data, or 0 when it has none.
-   Every offset is read from the file, so each is checked against the size. */
+   Every offset is read from the file: each is checked against the bytes
+   left before anything is read at it (never as "offset > n - k", which
+   wraps when n < k). */
 static int exif_orientation(const unsigned char *p, size_t n) {
-    if (n < 14 || memcmp(p, "Exif\0\0", 6) != 0) return 0;
+    if (n < 6 || memcmp(p, "Exif\0\0", 6) != 0) return 0;
     p += 6;
     n -= 6;
+    if (n < 8) return 0;  /* the TIFF header: byte order, 42, first IFD */
     int big;
     if (p[0] == 'M' && p[1] == 'M') big = 1;
     else if (p[0] == 'I' && p[1] == 'I') big = 0;
     else return 0;
     if (read16(p + 2, big) != 42) return 0;
-    unsigned long ifd = read32(p + 4, big);
-    if (ifd > n - 2) return 0;
-    unsigned count = read16(p + ifd, big);
-    for (unsigned i = 0; i < count; i++) {
-        unsigned long at = ifd + 2 + 12UL * i;
-        if (at > n - 12) return 0;
+    size_t at = read32(p + 4, big);
+    if (!within(at, 2, n)) return 0;
+    unsigned count = read16(p + at, big);
+    at += 2;  /* (at <= n: checked above) */
+    for (unsigned i = 0; i < count; i++, at += 12) {
+        if (!within(at, 12, n)) return 0;  /* (then at + 12 <= n: no wrap) */
         if (read16(p + at, big) == 0x0112) {
             unsigned type = read16(p + at + 2, big);
             if (type == 3) return (int)read16(p + at + 8, big);  /* SHORT */
@@ -132,6 +135,11 @@ static int get_buffer(PyObject *obj, Py_buffer *view) {
     if (view->len < 2) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_ValueError, "not a JPEG image (too short)");
+        return -1;
+    }
+    if ((unsigned long long)view->len > ULONG_MAX) {  /* jpeg_mem_src takes an unsigned long */
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "the JPEG data is too large");
         return -1;
     }
     return 0;
@@ -166,6 +174,32 @@ static PyObject *header(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* Whether jpeg_crop_scanline gives exactly a full decode's columns for
+   this image at this scale (tests/test_native_safety.py checks every
+   sampling combination libjpeg can write, at every scale):
+   - libjpeg-turbo implements 4x2 and 2x4 chroma upsampling partly by a
+     larger IDCT for that component when the output is scaled, and before
+     3.0 its crop miscomputed such a component's width (libjpeg-turbo issue
+     #669): wrong pixels, read from memory the upsampler never wrote;
+   - with components at three horizontal resolutions (factors 1, 2 and 4 in
+     one image), the columns at a crop's edge differ (seen on 2.1.5; no fix
+     is known upstream).
+   Which library runs is only known at build time, so such images are
+   decoded full width on every version. No common encoder writes them:
+   4:4:4, 4:2:2, 4:2:0, 4:4:0 and 4:1:1 are cropped. */
+static int crop_is_exact(j_decompress_ptr cinfo) {
+    for (int c = 0; c < cinfo->num_components; c++) {
+        const jpeg_component_info *comp = &cinfo->comp_info[c];
+#if JPEG_LIB_VERSION >= 70
+        if (comp->DCT_h_scaled_size != cinfo->min_DCT_h_scaled_size) return 0;
+#else
+        if (comp->DCT_scaled_size != cinfo->min_DCT_scaled_size) return 0;
+#endif
+        if (comp->h_samp_factor != 1 && comp->h_samp_factor != cinfo->max_h_samp_factor) return 0;
+    }
+    return 1;
+}
+
 /* Up to the first output row: header, scale, start, column crop, skipped rows. */
 static int job_start(Job *job, int denom, int gray, int rgbx, unsigned long long max_pixels,
                      JDIMENSION *left, JDIMENSION *width) {
@@ -175,7 +209,8 @@ static int job_start(Job *job, int denom, int gray, int rgbx, unsigned long long
     jpeg_mem_src(&job->cinfo, job->data, (unsigned long)job->size);
     jpeg_read_header(&job->cinfo, TRUE);
     /* Before libjpeg allocates for the image (a progressive one's
-       coefficients take 6 bytes a pixel): the caller's pixel limit. */
+       coefficients take 6 bytes a pixel): the caller's pixel limit. Both
+       sides are below 2**32, so their product fits in 64 bits. */
     if ((unsigned long long)job->cinfo.image_width * job->cinfo.image_height > max_pixels) {
         strcpy(job->err.message, "the image has more pixels than the limit");
         return -1;
@@ -190,16 +225,21 @@ static int job_start(Job *job, int denom, int gray, int rgbx, unsigned long long
     job->cinfo.out_color_space =
         (gray || cs == JCS_GRAYSCALE) ? JCS_GRAYSCALE : rgbx ? JCS_EXT_RGBX : JCS_RGB;
     jpeg_start_decompress(&job->cinfo);
-    if (*left + *width > job->cinfo.output_width) {
+    const JDIMENSION full = job->cinfo.output_width;
+    if (*left > full || *width > full - *left) {
         strcpy(job->err.message, "the region is outside the image");
         return -3;
     }
-    if (*width < job->cinfo.output_width) {
+    if (*width < full && crop_is_exact(&job->cinfo)) {
+        /* (left + width <= full, checked above; full < 2**16 for a JPEG) */
         JDIMENSION right = *left + *width;
         *left = *left > WIDEN ? *left - WIDEN : 0;
-        right = right + WIDEN < job->cinfo.output_width ? right + WIDEN : job->cinfo.output_width;
+        right = full - right > WIDEN ? right + WIDEN : full;
         *width = right - *left;
         jpeg_crop_scanline(&job->cinfo, left, width);
+    } else {
+        *left = 0;
+        *width = full;
     }
     return 0;
 }
@@ -231,31 +271,40 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer view;
     Job job;
     int denom, gray, rgbx = 0, failed;
-    unsigned int left, top, right, bottom;
-    unsigned long long max_pixels;
-    if (!PyArg_ParseTuple(args, "OiIIIIpK|p:decode", &obj, &denom, &left, &top, &right, &bottom,
+    Py_ssize_t left, top, right, bottom;
+    long long max_pixels;
+    /* "n" and "L", never "I"/"K": those wrap a negative int silently */
+    if (!PyArg_ParseTuple(args, "OinnnnpL|p:decode", &obj, &denom, &left, &top, &right, &bottom,
                           &gray, &max_pixels, &rgbx))
         return NULL;
-    if (!(denom == 1 || denom == 2 || denom == 4 || denom == 8) || right <= left || bottom <= top) {
-        PyErr_SetString(PyExc_ValueError, "bad scale or empty region");
+    if (!(denom == 1 || denom == 2 || denom == 4 || denom == 8)) {
+        PyErr_SetString(PyExc_ValueError, "decode: the scale must be 1, 2, 4 or 8");
         return NULL;
     }
+    if (!in_range(left, 0, UINT_MAX - 1, "left") || !in_range(top, 0, UINT_MAX - 1, "top") ||
+        !in_range(right, left + 1, UINT_MAX, "right") ||
+        !in_range(bottom, top + 1, UINT_MAX, "bottom") ||
+        !in_range(max_pixels, 0, LLONG_MAX, "max_pixels"))
+        return NULL;
     if (get_buffer(obj, &view) < 0) return NULL;
     job_init(&job, view.buf, (size_t)view.len);
-    JDIMENSION x = left, width = right - left;
+    JDIMENSION x = (JDIMENSION)left, width = (JDIMENSION)(right - left);
     Py_BEGIN_ALLOW_THREADS
-    failed = job_start(&job, denom, gray, rgbx, max_pixels, &x, &width);
+    failed = job_start(&job, denom, gray, rgbx, (unsigned long long)max_pixels, &x, &width);
     Py_END_ALLOW_THREADS
-    if (!failed && bottom > job.cinfo.output_height) {
+    if (!failed && (size_t)bottom > job.cinfo.output_height) {
         strcpy(job.err.message, "the region is outside the image");
         failed = -3;
     }
     PyObject *pixels = NULL;
-    int components = failed ? 0 : job.cinfo.output_components;
-    size_t stride = (size_t)width * (size_t)components;
+    size_t rows = (size_t)(bottom - top), stride = 0, total = 0;
+    if (!failed && !(checked_mul(width, (size_t)job.cinfo.output_components, &stride) &&
+                     checked_mul(stride, rows, &total) && total <= PY_SSIZE_T_MAX)) {
+        strcpy(job.err.message, "the region is too large");
+        failed = -3;
+    }
     if (!failed) {
-        /* (bounded: the caller checked the image's pixels against its limit) */
-        pixels = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stride * (bottom - top)));
+        pixels = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
         if (pixels == NULL) {
             job_end(&job);
             PyBuffer_Release(&view);
@@ -263,7 +312,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         }
         unsigned char *out = (unsigned char *)PyBytes_AS_STRING(pixels);
         Py_BEGIN_ALLOW_THREADS
-        failed = job_rows(&job, top, bottom - top, out, stride);
+        failed = job_rows(&job, (JDIMENSION)top, (JDIMENSION)rows, out, stride);
         Py_END_ALLOW_THREADS
     }
     job_end(&job);
@@ -273,7 +322,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         if (failed == -2) Py_RETURN_NONE;  /* not ours to decode: the caller falls back */
         return PyErr_Format(PyExc_ValueError, "%s", job.err.message);
     }
-    return Py_BuildValue("(NIIII)", pixels, x, top, width, bottom - top);
+    return Py_BuildValue("(NIIII)", pixels, x, (unsigned)top, width, (unsigned)rows);
 }
 
 static PyMethodDef methods[] = {

@@ -10,8 +10,8 @@
  * Every size and offset is checked against the buffers before anything is
  * read or written. Runs without the GIL.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../checked.h"
+#include <stdint.h>
 
 static int as_floats(PyObject *seq, int n, float *out, const char *what) {
     PyObject *fast = PySequence_Fast(seq, what);
@@ -133,8 +133,21 @@ static PyObject *normalise(PyObject *self, PyObject *args) {
         return NULL;
     if (!(pixel_bytes == 1 || pixel_bytes == 3 || pixel_bytes == 4) ||
         !(channels == 1 || channels == 3) || (channels == 1 && pixel_bytes != 1) || left < 0 ||
-        top < 0 || width <= 0 || height <= 0 || row_bytes < (left + width) * pixel_bytes) {
+        top < 0 || width <= 0 || height <= 0 || row_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "normalise: bad geometry");
+        return NULL;
+    }
+    /* Every size below is checked for overflow before it is compared: a
+       huge left, width or row length must not wrap into a small one. */
+    size_t row_end, last_row, pix_need, plane, out_need;
+    if (!(checked_add((size_t)left, (size_t)width, &row_end) &&
+          checked_mul(row_end, (size_t)pixel_bytes, &row_end) && row_end <= (size_t)row_bytes &&
+          checked_add((size_t)top, (size_t)height - 1, &last_row) &&
+          checked_mul(last_row, (size_t)row_bytes, &pix_need) &&
+          checked_add(pix_need, row_end, &pix_need) &&
+          checked_mul((size_t)width, (size_t)height, &plane) &&
+          checked_mul3(plane, (size_t)channels, sizeof(float), &out_need))) {
+        PyErr_SetString(PyExc_ValueError, "normalise: bad geometry (sizes overflow)");
         return NULL;
     }
     float k[3], mk[3];
@@ -146,9 +159,13 @@ static PyObject *normalise(PyObject *self, PyObject *args) {
         PyBuffer_Release(&out);
         return NULL;
     }
-    size_t plane = (size_t)width * (size_t)height;
-    if ((size_t)out.len < plane * (size_t)channels * sizeof(float) ||
-        (size_t)pix.len < (size_t)(top + height - 1) * (size_t)row_bytes + (size_t)(left + width) * (size_t)pixel_bytes) {
+    if ((uintptr_t)out.buf % sizeof(float) != 0) {  /* float stores need float alignment */
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&pix);
+        PyErr_SetString(PyExc_ValueError, "normalise: the output buffer is not float-aligned");
+        return NULL;
+    }
+    if ((size_t)out.len < out_need || (size_t)pix.len < pix_need) {
         PyBuffer_Release(&out);
         PyBuffer_Release(&pix);
         PyErr_SetString(PyExc_ValueError, "normalise: a buffer is smaller than the geometry");

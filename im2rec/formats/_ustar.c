@@ -13,8 +13,7 @@
  * of the numbers tarfile accepts. So whatever this accepts, the Python
  * check accepts with the same result (tested).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../checked.h"
 #include <stdint.h>
 #include <string.h>
 

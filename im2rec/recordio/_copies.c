@@ -15,9 +15,9 @@
  * a failing call raises OSError with its errno. Interrupted calls (EINTR)
  * are restarted; a pending Ctrl-C is handled by Python after the batch.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../checked.h"
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -83,24 +83,40 @@ static int copy_range(int out, int src, off_t off, long long n, char **buf, int 
     return 0;
 }
 
+/* Whether v is an off_t (a 32-bit off_t where large files are not enabled) */
+static int fits_off_t(long long v) {
+    off_t o = (off_t)v;
+    return (long long)o == v;
+}
+
 static PyObject *copy_records(PyObject *self, PyObject *args) {
     int out;
     PyObject *list;
     if (!PyArg_ParseTuple(args, "iO!:copy_records", &out, &PyList_Type, &list)) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(list), ready = 0;
-    item_t *items = PyMem_Calloc(n ? n : 1, sizeof(item_t));
-    if (items == NULL) return PyErr_NoMemory();
+    /* A tuple of the items: parsing one may run Python code (__index__)
+       that changes the list under us; the tuple cannot change. */
+    PyObject *tuple = PyList_AsTuple(list);
+    if (tuple == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple), ready = 0;
+    item_t *items = PyMem_Calloc(n ? (size_t)n : 1, sizeof(item_t));
+    if (items == NULL) {
+        Py_DECREF(tuple);
+        return PyErr_NoMemory();
+    }
     for (; ready < n; ready++) {
         item_t *it = &items[ready];
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(list, ready), "y*iLL:copy_records item", &it->glue,
-                              &it->src, &it->offset, &it->length))
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(tuple, ready), "y*iLL:copy_records item",
+                              &it->glue, &it->src, &it->offset, &it->length))
             break;
-        if (it->offset < 0 || it->length < 0) {
+        /* offset + length is an off_t the copy loop counts up to: never past it */
+        if (it->offset < 0 || it->length < 0 || it->offset > LLONG_MAX - it->length ||
+            !fits_off_t(it->offset + it->length)) {
             PyBuffer_Release(&it->glue);
-            PyErr_SetString(PyExc_ValueError, "copy_records: a negative offset or length");
+            PyErr_SetString(PyExc_ValueError, "copy_records: a negative or overflowing range");
             break;
         }
     }
+    Py_DECREF(tuple);
     long long failed = -1;
     int status = 0, kernel = 1, err = 0;
     if (ready == n) {

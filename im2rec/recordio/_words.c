@@ -10,8 +10,7 @@
  * in blocks the compiler vectorises. Large buffers are scanned without the
  * GIL.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../checked.h"
 #include <stdint.h>
 #include <string.h>
 
