@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .atomic import create_output
 from .errors import ConfigError, DatasetError, Im2RecError
 from .executors import LocalExecutor
 from .packing import PackInterrupted
@@ -207,7 +208,7 @@ def _probe(root: str, sample: str, out_dir: str) -> str | None:
         return f"cannot read {sample} under {root}"
     probe = Path(out_dir) / f".im2rec-probe-{uuid.uuid4().hex[:8]}"
     try:
-        probe.write_bytes(b"")
+        os.close(create_output(probe))
         probe.unlink()
     except OSError as exc:
         return f"cannot write to {out_dir} ({exc.strerror})"

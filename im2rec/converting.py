@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import AtomicGroup
+from .atomic import AtomicGroup, fresh_folder
 from .errors import (
     DatasetError,
     DuplicateKeyError,
@@ -38,6 +38,7 @@ from .inspection import (
 from .lstfile import read_class_map
 from .names import ConfinedWriter
 from .recordio import RecordReader, load_index, read_record, unpack
+from .recordio.files import open_regular
 from .recordio.index import format_index_line
 
 __all__ = ["UnpackResult", "image_extension", "merge_recs", "read_class_map", "unpack_rec"]
@@ -101,8 +102,7 @@ def unpack_rec(
     in_place = out_dir.exists()
     work = out_dir if in_place else out_dir.with_name(out_dir.name + ".partial")
     if not in_place:
-        shutil.rmtree(work, ignore_errors=True)  # left by an interrupted run
-        work.mkdir(parents=True)
+        fresh_folder(work)  # (what an interrupted run left goes)
     try:
         result = _unpack_into(reader, buf, work, out_dir, classes, faces)
     except BaseException:
@@ -225,7 +225,7 @@ def merge_recs(
         keys = list(range(len(keys)))
     all_offsets = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
     with AtomicGroup() as group:
-        with open(group.temp_path(target), "wb") as dst:
+        with group.open(target) as dst:
             for path, size in zip(map(Path, inputs), sizes, strict=True):
                 _copy_exactly(path, size, dst)
         group.write_text(
@@ -238,7 +238,8 @@ def _copy_exactly(path: Path, size: int, dst: Any) -> None:
     """Copy the ``size`` bytes ``path`` had when it was checked; a file that
     changed since (another program truncated or rewrote it) is an error, not
     a merged file whose index points past or into the wrong bytes."""
-    with open(path, "rb") as src:
+    fd, _ = open_regular(path)
+    with os.fdopen(fd, "rb") as src:
         left = size
         while left:
             block = src.read(min(left, 1 << 22))

@@ -20,6 +20,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
     │   └── ImageTooLargeError              more pixels than the limit (a bomb, or an output size)
     ├── ConfigError (ValueError)            option values that do not fit together (CLI: exit 2)
     │   └── UnknownOptionError (TypeError)  a keyword argument im2rec does not know
+    ├── OutputError (OSError)               a link or folder where an output goes (never followed)
     └── DatasetError                        an input folder or list cannot be used as it is
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "IndexFormatError",
     "MissingFileError",
     "ModeError",
+    "OutputError",
     "RecordFormatError",
     "RecordTooLargeError",
     "TruncatedRecordError",
@@ -104,3 +106,9 @@ class UnknownOptionError(ConfigError, TypeError):
 class DatasetError(Im2RecError):
     """An input folder or list cannot be used as it is (no images, an
     unreadable folder, a symlink loop, ...)."""
+
+
+class OutputError(Im2RecError, OSError):
+    """An output file cannot be created where it belongs: a symlink or a
+    folder is in the way (im2rec never writes through a link), or a file
+    to continue (``--resume``) is not a plain file of its own."""

@@ -29,7 +29,7 @@ from .recordio import (
     read_record,
     unpack,
 )
-from .recordio.files import FileView, read_json
+from .recordio.files import FileView, open_regular, read_json
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
 from .storage import exists, sibling
 
@@ -327,7 +327,8 @@ def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyRes
     for start in range(0, result.bytes, 1 << 24):
         digest.update(buf[start : start + (1 << 24)])
     index_digest = hashlib.sha256()
-    with open(index_path, "rb") as f:  # in blocks: an .idx of millions of lines is large
+    fd, _ = open_regular(index_path)
+    with os.fdopen(fd, "rb") as f:  # in blocks: an .idx of millions of lines is large
         for block in iter(lambda: f.read(1 << 22), b""):
             index_digest.update(block)
     actual = {"rec": digest.hexdigest(), "idx": index_digest.hexdigest()}

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from .atomic import AtomicGroup
 from .errors import ConfigError, DatasetError, MissingFileError
 from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
-from .recordio.files import read_json
+from .recordio.files import parse_json, read_json
 from .storage import is_url, read_bytes, write_bytes
 from .storage.listing import walk_prefix
 
@@ -415,7 +415,11 @@ def _previous_lists(manifest: str, prefix: str) -> set[str]:
     the file names (it may be someone else's), are ever removed."""
     remote = is_url(prefix)
     try:
-        old = json.loads(read_bytes(manifest, limit=1 << 24)) if remote else read_json(manifest)
+        old = (
+            parse_json(read_bytes(manifest, limit=1 << 24), manifest)
+            if remote
+            else read_json(manifest)
+        )
         paths = [item["path"] for item in old.get("lists", [])]
         if old.get("skipped_report"):
             paths.append(old["skipped_report"])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import AtomicGroup
+from .atomic import AtomicGroup, open_output, write_file
 from .errors import DatasetError, Im2RecError
 from .lstfile import ListItem
 from .recordio import frame, read_record, unpack
@@ -75,7 +75,8 @@ def sha256_file(path: Path) -> str:
 def start_fresh(files: PartialFiles, state: dict[str, Any]) -> None:
     for stale in (files.rec_tmp, files.idx_tmp):
         stale.unlink(missing_ok=True)
-    files.report_tmp.write_text(REPORT_HEADER, encoding="utf-8")
+    with open_output(files.report_tmp) as report:
+        report.write(REPORT_HEADER)
     with AtomicGroup() as group:
         group.write_text(files.state, json.dumps(state, indent=1) + "\n")
 
@@ -326,5 +327,5 @@ def _cut_report(report: Path, items: list[ListItem], start: int) -> tuple[int, C
             start += 1
         kept.append(line)
         failures[fields[3]] += 1
-    report.write_text("".join(kept), encoding="utf-8")
+    write_file(report, "".join(kept))
     return start, failures

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .atomic import exclusive
+from .atomic import exclusive, write_file
 from .errors import ConfigError, DatasetError
 from .executors import WORKER_DIED, LocalExecutor, WorkerCrashed
 from .lstfile import ListItem, item_line, read_lst
@@ -193,7 +193,7 @@ def pack_shard(
         staging.mkdir()
     try:
         lst = staging / f"{spec.stem}.lst"
-        lst.write_text(spec.list_text(), encoding="utf-8")
+        write_file(lst, spec.list_text())
         try:
             result = pack_list(
                 lst, spec.options, root=spec.root, executor=executor, on_progress=on_progress

@@ -86,7 +86,8 @@ def contact_sheet(
                 fill="black",
             )
     with AtomicGroup() as group:
-        sheet.save(group.temp_path(Path(out)), fmt)
+        with group.open(out) as f:
+            sheet.save(f, fmt)
     return len(chosen), sheet.size
 
 

@@ -358,7 +358,10 @@ def test_a_size_in_a_header_is_not_allocated_before_it_is_read(tmp_path: Path, s
     shard.write_bytes(gzip.compress(data) if suffix == ".tar.gz" else data)
     tracemalloc.start()
     try:
-        with pytest.raises(DatasetError, match="member a.jpg is cut short"):
+        # (compressed, the claim is refused before a byte is inflated: no
+        # real shard inflates to 400 MB from 2 kB)
+        why = "is cut short" if suffix == ".tar" else "would inflate the shard past"
+        with pytest.raises(DatasetError, match=f"member a.jpg {why}"):
             list(samples(str(shard)))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -373,7 +376,7 @@ def test_damaged_and_missing_shards(mixed: Path, tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="one.tar: .*(cut short|damaged|truncated)"):
         import_webdataset([shard], tmp_path / "out")
     (tmp_path / "not.tar").write_bytes(b"hello" * 100)
-    with pytest.raises(DatasetError, match="not.tar: not a tar file"):
+    with pytest.raises(DatasetError, match="not.tar: not a readable tar file"):
         import_webdataset([str(tmp_path / "not.tar")], tmp_path / "out")
     with pytest.raises(MissingFileError, match="nope-000.tar: shard not found"):
         expand_shards([str(tmp_path / "nope-{000..001}.tar")])

@@ -22,7 +22,7 @@ import struct
 
 import numpy as np
 
-from ..atomic import AtomicGroup
+from ..atomic import write_file
 from ..errors import DatasetError, MissingFileError
 from ..recordio.files import open_regular
 
@@ -143,5 +143,4 @@ def save_ndarrays(path: str | os.PathLike[str], arrays: list[tuple[str, np.ndarr
     for name, _ in arrays:
         encoded = name.encode("utf-8")
         parts.append(struct.pack("<Q", len(encoded)) + encoded)
-    with AtomicGroup() as group, open(group.temp_path(path), "wb") as f:
-        f.write(b"".join(parts))
+    write_file(path, b"".join(parts))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # rich is imported when output is made, not at start-up
     from rich.console import Console
     from rich.progress import Progress
 
+from ..atomic import open_output
 from ..errors import ConfigError, Im2RecError
 
 __all__ = [
@@ -268,7 +269,7 @@ def spooled_input(path: str, suffix: str = ".rec") -> Iterator[str]:
 
     with tempfile.TemporaryDirectory(prefix="im2rec-stdin-") as tmp:
         target = os.path.join(tmp, f"stdin{suffix}")
-        with open(target, "wb") as f:
+        with open_output(target, binary=True) as f:
             shutil.copyfileobj(sys.stdin.buffer, f, 1 << 22)
         yield target
 

@@ -14,13 +14,13 @@ with ``--resume``.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_file
 from ..errors import DatasetError, Im2RecError
 from ..lstfile import item_line, read_lst
 from ..packing.outcome import PackResult, result_from_manifest
@@ -54,7 +54,7 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
         check_replaceable(files.rec, files.manifest, state, files.lst.name)
     text = "".join(map(item_line, grouped))
     if not stage.lst.exists() or stage.lst.read_text(encoding="utf-8") != text:
-        stage.lst.write_text(text, encoding="utf-8")
+        write_file(stage.lst, text)
     plain = dataclasses.replace(run.options, layout="plain")
     try:
         staged = pack_files(
@@ -121,9 +121,7 @@ def _move_report(
     for line in lines[1:]:
         number, rest = line.split("\t", 1)
         out.append(f"{grouped[int(number) - 1].line}\t{rest}")
-    tmp = files.report.with_name(files.report.name + ".partial")
-    tmp.write_text("".join(out), encoding="utf-8")
-    os.replace(tmp, files.report)
+    write_file(files.report, "".join(out))
     report.unlink()
     result.failure_report = files.report
     result.failures = Counter(result.failures)

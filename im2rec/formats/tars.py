@@ -19,7 +19,6 @@ the kernel copy it).
 from __future__ import annotations
 
 import glob
-import io
 import os
 import re
 import tarfile
@@ -28,14 +27,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..errors import ConfigError, DatasetError, MissingFileError
+from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
-from ..recordio.files import FileRange, HeldFile
+from ..recordio.files import FileRange, HeldFile, open_regular
 from ..recordio.framing import has_aligned_magic
 
-__all__ = ["Data", "Sample", "expand_shards", "samples"]
+__all__ = ["BoundedTarInfo", "Data", "Sample", "expand_shards", "samples"]
 
 _BLOCK = 512
 #: a member's bytes: ``bytes``, or where they lie in the shard (a large
@@ -65,21 +64,72 @@ def _split(name: str) -> tuple[str, str]:
     return (f"{head}/{stem}" if head else stem), ext if dot else ""
 
 
+#: the largest pax or GNU extended header read (a path, a few attributes:
+#: under a kilobyte in practice); tarfile reads one whole into memory
+MAX_EXTENDED = 1 << 20
+#: a member's size past this cannot be a file (tarfile takes any pax number)
+MAX_MEMBER_SIZE = 1 << 62
+#: a compressed shard inflates to at most this many times its size, plus
+#: INFLATE_SLACK (images do not compress: real shards stay near 1x)
+MAX_INFLATION = 64
+INFLATE_SLACK = 64 << 20
+
+
+_COMPRESSED = ((b"\x1f\x8b", "r:gz"), (b"BZh", "r:bz2"), (b"\xfd7zXZ\x00", "r:xz"))
+
+
+class BoundedTarInfo(tarfile.TarInfo):
+    """A member header that ``tarfile`` reads with its sizes bounded: the
+    data of a pax or GNU long-name header is read whole into memory, so
+    one claiming more than :data:`MAX_EXTENDED` is refused before it is
+    read, and a size past :data:`MAX_MEMBER_SIZE` (a pax ``size`` of 30
+    digits) is refused before it is used as an offset. Give it to
+    ``tarfile.open(..., tarinfo=BoundedTarInfo)``."""
+
+    _EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                 tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)  # fmt: skip
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in self._EXTENDED and self.size > MAX_EXTENDED:
+            raise tarfile.ReadError(
+                f"an extended header of {self.size:,} bytes at byte {self.offset:,} (at most "
+                f"{MAX_EXTENDED:,} are read)"
+            )
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        if not 0 <= member.size <= MAX_MEMBER_SIZE:
+            raise tarfile.ReadError(f"member {member.name!r} claims {member.size:,} bytes")
+        return member
+
+
 def samples(shard: str, limit: int = MAX_RECORD_SIZE) -> Iterator[Sample]:
     """The samples of one tar shard (plain or compressed), read in order
-    (see the module doc)."""
+    (see the module doc). Only a regular file is a shard: a FIFO or a
+    device (``/dev/zero``) would be read for ever."""
     try:
-        size = os.path.getsize(shard)
-        tar = tarfile.open(shard, "r:*")
+        fd, size = open_regular(shard, "is a folder, not a tar shard")
     except FileNotFoundError:
         raise MissingFileError(f"{shard}: shard not found") from None
-    except (tarfile.TarError, OSError) as exc:
-        raise DatasetError(f"{shard}: not a tar file ({exc})") from None
+    except Im2RecError as exc:
+        raise DatasetError(f"{exc}; only regular files are read as shards") from None
+    file = os.fdopen(fd, "rb")
+    # The compression is told by its magic bytes, so that an error is the
+    # one of the format the shard is in (tarfile's "r:*" lists four).
+    head = os.pread(fd, 6, 0)
+    mode = next((m for magic, m in _COMPRESSED if head.startswith(magic)), "r:")
+    try:
+        tar = cast(Any, tarfile.open)(shard, mode, fileobj=file, tarinfo=BoundedTarInfo)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        file.close()
+        raise DatasetError(f"{shard}: not a readable tar file ({exc})") from None
     current: Sample | None = None
     try:
-        with tar:
-            raw = isinstance(tar.fileobj, io.BufferedReader)  # (not a decompressor)
-            members = _plain_members(tar, shard, limit) if raw else _members(tar, shard, limit)
+        with file, tar:
+            raw = tar.fileobj is file  # (not a decompressor)
+            members = (
+                _plain_members(tar, shard, limit)
+                if raw
+                else _members(tar, shard, limit, MAX_INFLATION * size + INFLATE_SLACK)
+            )
             for raw_name, nbytes, regular, data in members:
                 name = raw_name if _PLAIN.match(raw_name) else relative_name(
                     raw_name, f"{shard}: member"
@@ -181,8 +231,11 @@ def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Mem
 
 
 def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str, limit: int) -> Member:
-    wanted = member.isreg() and member.size < limit
-    return member.name, member.size, member.isreg(), _read(tar, member, shard) if wanted else None
+    # A sparse member is not read: its map of holes would have us make
+    # gigabytes of zeros from a few bytes (and WebDataset never writes one).
+    regular = member.isreg() and not member.issparse()
+    wanted = regular and member.size < limit
+    return member.name, member.size, regular, _read(tar, member, shard) if wanted else None
 
 
 #: members from this size are handed on as ranges of the shard (see
@@ -271,8 +324,18 @@ def _next(tar: tarfile.TarFile, shard: str) -> tarfile.TarInfo | None:
     return member
 
 
-def _members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Member]:
+def _members(tar: tarfile.TarFile, shard: str, limit: int, inflated: int) -> Iterator[Member]:
+    """The members of a compressed shard; every offset is a position in the
+    inflated stream, so a member (or header) ending past ``inflated`` bytes
+    is refused before its bytes are inflated: a compression bomb."""
     while (member := _next(tar, shard)) is not None:
+        end = member.offset_data + (member.size if member.isreg() and not member.issparse() else 0)
+        if end > inflated:
+            raise DatasetError(
+                f"{shard}: member {member.name} would inflate the shard past {inflated:,} bytes "
+                f"({MAX_INFLATION}x its size and {INFLATE_SLACK >> 20} MiB); refusing it as a "
+                "compression bomb (a real shard of images compresses little)"
+            )
         if not member.isdir():  # folders carry no sample data
             yield _member(tar, member, shard, limit)
 
@@ -283,11 +346,8 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?!\.|/))*$")
 
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:
-    if member.issparse():
-        f: Any = tar.extractfile(member)
-    else:  # the bytes as they are stored
-        f = tar.fileobj
-        f.seek(member.offset_data)
+    f: Any = tar.fileobj  # the bytes as they are stored (never a sparse member's)
+    f.seek(member.offset_data)
     # in pieces: memory grows with the bytes there, not with the size claimed
     pieces, left = [], member.size
     while left and f is not None and (piece := f.read(min(left, 1 << 20))):
@@ -301,7 +361,14 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:
 
 def expand_shards(patterns: list[str], exists: Callable[[str], bool] = os.path.exists) -> list[str]:
     """Shard names from shell globs and WebDataset's brace notation
-    (``train-{000000..000009}.tar``, ``{a,b}``), in the order given."""
+    (``train-{000000..000009}.tar``, ``{a,b}``), in the order given; at
+    most :data:`MAX_EXPANSION` names in all, counted before any is made."""
+    total = sum(_brace_count(pattern) for pattern in patterns)
+    if total > MAX_EXPANSION:
+        raise ConfigError(
+            f"{' '.join(patterns)}: the brace patterns name over {MAX_EXPANSION:,} shards; name "
+            "fewer (the choices of several braces in one pattern multiply)"
+        )
     out: list[str] = []
     for pattern in patterns:
         for name in _braces(pattern):
@@ -318,28 +385,55 @@ def expand_shards(patterns: list[str], exists: Callable[[str], bool] = os.path.e
 
 
 _BRACE = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"(\d+)\.\.(\d+)")
 MAX_EXPANSION = 1_000_000
+_MAX_DIGITS = 18  # a range's ends: past this they are no shard numbers (and int() is slow)
+
+
+def _choices(body: str) -> int | list[str]:
+    """How many names one ``{body}`` stands for, without making them: an
+    int for a range, the list for a comma list (a literal otherwise)."""
+    numbers = _RANGE.fullmatch(body)
+    if numbers:
+        a, b = numbers.groups()
+        if max(len(a), len(b)) > _MAX_DIGITS:
+            raise ConfigError(f"{{{body}}}: a range's ends have more than {_MAX_DIGITS} digits")
+        return abs(int(b) - int(a)) + 1
+    return body.split(",") if "," in body else ["{" + body + "}"]
+
+
+def _brace_count(text: str) -> int:
+    """The number of names ``_braces(text)`` makes: the product of each
+    brace's choices (capped once past the limit, so it stays small)."""
+    count = 1
+    for match in _BRACE.finditer(text):
+        choices = _choices(match.group(1))
+        count *= choices if isinstance(choices, int) else len(choices)
+        if count > MAX_EXPANSION:
+            return MAX_EXPANSION + 1
+    return count
 
 
 def _braces(text: str) -> list[str]:
     """Brace expansion: ``{a,b}`` lists and ``{000..009}`` ranges (zero
-    padding kept), left to right, bounded."""
+    padding kept), left to right (bounded by :func:`_brace_count` first)."""
     match = _BRACE.search(text)
     if match is None:
         return [text]
     body = match.group(1)
-    numbers = re.fullmatch(r"(\d+)\.\.(\d+)", body)
+    numbers = _RANGE.fullmatch(body)
     if numbers:
         a, b = numbers.groups()
+        if max(len(a), len(b)) > _MAX_DIGITS or abs(int(b) - int(a)) >= MAX_EXPANSION:
+            raise ConfigError(f"{text}: the range {{{body}}} names over {MAX_EXPANSION:,} shards")
         width = len(a) if a.startswith("0") or len(a) == len(b) else 0
         lo, hi = int(a), int(b)
-        if abs(hi - lo) >= MAX_EXPANSION:
-            raise ConfigError(f"{text}: the range {{{body}}} names over {MAX_EXPANSION:,} shards")
         step = 1 if hi >= lo else -1
         choices = [f"{n:0{width}d}" for n in range(lo, hi + step, step)]
-    elif "," in body:
-        choices = body.split(",")
     else:
-        choices = ["{" + body + "}"]  # not an expansion: literal braces
+        found = _choices(body)
+        assert isinstance(found, list)
+        choices = found
     head, tail = text[: match.start()], text[match.end() :]
-    return [f"{head}{choice}{rest}" for choice in choices for rest in _braces(tail)]
+    rest = _braces(tail)
+    return [f"{head}{choice}{after}" for choice in choices for after in rest]

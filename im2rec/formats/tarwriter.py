@@ -115,8 +115,7 @@ class ShardWriter:
             name = self.pattern % len(self.shards) if "%" in self.pattern else self.pattern
             os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
             self.shards.append(name)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-            self._fd = os.open(self.group.temp_path(name), flags, 0o644)
+            self._fd = self.group.create(name)
             self._count = self._size = 0
         self._count += 1
         self._size += size

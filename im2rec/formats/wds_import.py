@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_file
 from ..errors import DatasetError, RecordFormatError
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from ..recordio.files import FileRange
@@ -103,7 +104,7 @@ def import_webdataset(
         raise
     report = Path(f"{base}.import-skipped.tsv")
     if report_lines:
-        report.write_text("shard\tkey\treason\n" + "".join(report_lines), encoding="utf-8")
+        write_file(report, "shard\tkey\treason\n" + "".join(report_lines))
         result.report = report
     else:
         report.unlink(missing_ok=True)
@@ -232,6 +233,8 @@ def _json(sample: Sample) -> dict[str, Any] | None | str:
         meta = json.loads(bytes(raw))
     except (ValueError, UnicodeDecodeError) as exc:
         return f"bad json: {exc}"
+    except RecursionError:  # (a RecursionError is no ValueError)
+        return "bad json: nested too deeply"
     return meta if isinstance(meta, dict) else "bad json: not an object"
 
 

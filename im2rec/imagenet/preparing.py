@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import open_output, own_folder, write_file
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
 from ..lstfile import format_lst_line
@@ -135,7 +136,7 @@ def prepare_imagenet(opts: ImagenetOptions, on_progress: Progress | None = None)
     result.odd_images = _odd_report(staging / "odd_images.partial.tsv", staging / "odd_images.tsv")
     result.seconds = time.perf_counter() - t0
     state = {"complete": True, "result": result.to_dict(), "written": time.strftime("%F %T")}
-    (staging / STATE).write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    write_file(staging / STATE, json.dumps(state, indent=1) + "\n")
     os.replace(staging, target)
     return result
 
@@ -149,9 +150,9 @@ class ImagenetInterrupted(Im2RecError):
 def _run_steps(
     plan: _Plan, staging: Path, target: Path, opts: ImagenetOptions, progress: Progress
 ) -> ImagenetResult:
-    staging.mkdir(parents=True, exist_ok=True)
+    own_folder(staging)
     odd_log = staging / "odd_images.partial.tsv"
-    with open(odd_log, "a", encoding="utf-8", buffering=1) as log:
+    with open_output(odd_log, append=True) as log:
 
         def on_odd(odd: OddImage) -> None:
             log.write(f"{odd.path}\t{odd.kind}\t{odd.action}\n")
@@ -185,6 +186,8 @@ def _validate(opts: ImagenetOptions, staging: Path, progress: Progress) -> _Plan
     download = opts.download_dir.expanduser()
     tars = [download / TRAIN_TAR, download / VAL_TAR]
     for tar in tars:
+        if tar.exists() and not tar.is_file():  # a FIFO or device would be read for ever
+            raise DatasetError(f"{tar}: not a regular file; the ImageNet tars must be files")
         if not tar.is_file():
             raise MissingFileError(
                 f"{tar}: not found; download it from image-net.org into {download}"
@@ -283,7 +286,7 @@ def _step(staging: Path, name: str, build: Callable[[Path], None]) -> None:
     if final.is_dir():
         return
     part = staging / f"{name}.partial"
-    part.mkdir(exist_ok=True)
+    own_folder(part)
     build(part)
     os.replace(part, final)
 
@@ -334,7 +337,7 @@ def _rec(
         for split, items in (("train", entries), ("val", val)):
             lst = out / f"{split}.lst"
             if not lst.exists():
-                lst.write_text("".join(map(format_lst_line, items)), encoding="utf-8")
+                write_file(lst, "".join(map(format_lst_line, items)))
 
             def on_entries(done: int, total: int, _bytes: int, name: str = f"{split}.rec") -> None:
                 progress(name, done, total)
@@ -352,7 +355,7 @@ def _rec(
             manifest = out / f"{split}.pack.json"
             data = read_json(manifest)
             data["root"] = str(target / split)  # where the images are once the run is finished
-            manifest.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+            write_file(manifest, json.dumps(data, indent=1) + "\n")
 
 
 def _rec_summary(rec: Path) -> dict[str, Any]:
@@ -371,8 +374,8 @@ def _odd_report(log: Path, report: Path) -> list[OddImage]:
     odd = sorted(seen.values(), key=lambda o: o.path)
     log.unlink()
     if odd:
-        report.write_text(
+        write_file(
+            report,
             "path\tkind\taction\n" + "".join(f"{o.path}\t{o.kind}\t{o.action}\n" for o in odd),
-            encoding="utf-8",
         )
     return odd

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import tarfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatasetError, ImageCodecError
+from ..atomic import create_output, fresh_folder, own_folder
+from ..errors import DatasetError, Im2RecError, ImageCodecError
 from ..formats import jpeg_frame
+from ..formats.tars import BoundedTarInfo
 from ..imaging import DECODE_ERRORS, open_image
 from ..lstfile import cannot_carry, printable
+from ..recordio.files import open_regular
 from ..recordio.writer import write_all
 
 __all__ = ["Member", "OddImage", "extract_train", "extract_val", "list_members", "sniff"]
@@ -61,6 +63,8 @@ def safe_name(member: tarfile.TarInfo, archive: str, outer: bool = False) -> str
         )
     if not member.isfile():
         raise DatasetError(f"{where} is a device or special file; refusing the archive")
+    if member.issparse():  # its holes would be made of zeros: read in place, it is not the file
+        raise DatasetError(f"{where} is a sparse file; refusing the archive")
     if name.startswith("/") or ".." in name.split("/"):
         raise DatasetError(f"{where} would be written outside the target; refusing the archive")
     if any(cannot_carry(part) for part in name.split("/")):
@@ -102,7 +106,14 @@ def list_members(path: Path) -> list[Member]:
     out = []
     seen: set[str] = set()
     try:
-        with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
+        fd, size = open_regular(path, "is a folder, not a tar file")
+    except Im2RecError as exc:
+        raise DatasetError(f"{exc}; the ImageNet tars must be regular files") from None
+    try:
+        with (
+            os.fdopen(fd, "rb") as f,
+            tarfile.open(fileobj=f, mode="r:", tarinfo=BoundedTarInfo) as tar,
+        ):
             for member in tar:
                 name = safe_name(member, path.name, outer=True)
                 if name is not None:
@@ -111,7 +122,7 @@ def list_members(path: Path) -> list[Member]:
                 # headers are kept in `out`; 1.3 million TarInfos are not (`members`
                 # is a plain list, left out of typeshed)
                 tar.members.clear()  # type: ignore[attr-defined]
-            _check_zero_tail(f.fileno(), 0, tar.offset, os.fstat(f.fileno()).st_size, str(path))
+            _check_zero_tail(f.fileno(), 0, tar.offset, size, str(path))
     except tarfile.TarError as exc:
         raise DatasetError(f"{path}: not a readable tar file ({exc})") from None
     return out
@@ -213,7 +224,7 @@ def _place(data: bytes, rel: str, fix: bool, on_odd: Callable[[OddImage], None])
 def _write(path: Path, data: bytes) -> None:
     # os-level calls: no Python file object per image (1.3 million of them);
     # O_NOFOLLOW: the folders are our own, and a link in them is not followed
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
+    fd = create_output(path, mode=0o644)
     try:
         write_all(fd, [data])
     finally:
@@ -248,7 +259,7 @@ def extract_train(
     each inner tar read in place (never copied out). A class is written to
     ``dest/<wnid>.partial`` and renamed when whole; classes already whole
     (an earlier, interrupted run) are skipped."""
-    fd = os.open(tar_path, os.O_RDONLY)
+    fd, _ = open_regular(tar_path)
     try:
 
         def one(member: Member) -> Callable[[], None]:
@@ -275,12 +286,11 @@ def _extract_class(
         on_bytes(member.size)
         return
     part = dest / f"{wnid}.partial"
-    shutil.rmtree(part, ignore_errors=True)
-    part.mkdir(parents=True)
+    fresh_folder(part)
     inner_name = f"{archive}:{member.name}"
     stream = io.BufferedReader(_Slice(fd, member.offset, member.size), 1 << 20)
     try:
-        with tarfile.open(fileobj=stream, mode="r:") as inner:
+        with tarfile.open(fileobj=stream, mode="r:", tarinfo=BoundedTarInfo) as inner:
             seen: set[str] = set()
             for info in inner:
                 name = safe_name(info, inner_name)
@@ -318,8 +328,8 @@ def extract_val(
     already there (an interrupted run) are written again: after a power
     loss one can have the right size and zeros inside."""
     for folder in sorted(set(classes.values())):
-        (dest / folder).mkdir(parents=True, exist_ok=True)
-    fd = os.open(tar_path, os.O_RDONLY)
+        own_folder(dest / folder)
+    fd, _ = open_regular(tar_path)
 
     def chunk(part: list[Member]) -> Callable[[], None]:
         def run() -> None:

@@ -20,6 +20,7 @@ truth, whose IDs are 1-based devkit IDs, not sorted-WNID order).
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import pickletools
 import re
@@ -32,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DatasetError
-from ..recordio.files import split_lines
+from ..errors import DatasetError, Im2RecError
+from ..formats.tars import BoundedTarInfo
+from ..recordio.files import open_regular, split_lines
 from .matfile import MAX_INFLATED, read_mat
 
 __all__ = ["BUNDLED", "ValMap", "bundled_val_map", "load_devkit", "load_val_map"]
@@ -184,10 +186,13 @@ def _from_text(text: str, source: str) -> ValMap:
 def load_val_map(path: Path) -> ValMap:
     """A val map from any supported file (see the module doc)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_VAL_MAP + 1)
+        fd, size = open_regular(path, "is a folder, not a val map")  # (a FIFO would never end)
     except FileNotFoundError:
         raise DatasetError(f"{path}: val map not found") from None
+    except Im2RecError as exc:
+        raise DatasetError(str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(min(size, MAX_VAL_MAP) + 1)
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(data, path)
     if len(data) > MAX_VAL_MAP:
@@ -241,10 +246,17 @@ def load_devkit(path: Path) -> ValMap:
     """The val relation from the devkit's meta.mat and ground truth, read
     straight from the ``.tar.gz``."""
     try:
-        with tarfile.open(path, "r:*") as tar:
-            meta, truth = _members(tar, path)
+        fd, _ = open_regular(path, "is a folder, not the devkit")
     except FileNotFoundError:
         raise DatasetError(f"{path}: devkit not found") from None
+    except Im2RecError as exc:
+        raise DatasetError(str(exc)) from None
+    try:
+        with (
+            os.fdopen(fd, "rb") as f,
+            tarfile.open(fileobj=f, mode="r:*", tarinfo=BoundedTarInfo) as tar,
+        ):
+            meta, truth = _members(tar, path)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:  # tar or gzip damage
         raise DatasetError(f"{path}: not a readable devkit archive ({exc})") from None
     synsets = read_mat(meta, f"{path}:{DEVKIT_META}").get("synsets")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..atomic import AtomicGroup, exclusive
+from ..atomic import AtomicGroup, exclusive, open_output
 from ..errors import (
     DatasetError,
     MissingFileError,
@@ -136,7 +136,7 @@ def pack_files(files: PartialFiles, run: PackRun) -> PackResult:
     if not options.pass_through:
         from .. import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
     t0 = time.perf_counter()
-    with open(files.report_tmp, "a", encoding="utf-8", buffering=1) as report:
+    with open_output(files.report_tmp, append=True) as report:
         _write_records(items, start, encoder, run.executor or LocalExecutor(1),
                        writer, report, result, run.on_progress)  # fmt: skip
     result.seconds = time.perf_counter() - t0

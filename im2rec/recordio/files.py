@@ -335,4 +335,14 @@ def read_json(path: str | os.PathLike[str]) -> Any:
                 f"{os.fspath(path)}: {size:,} bytes, more than a sidecar file holds "
                 f"({MAX_JSON >> 20} MiB)"
             )
-        return json.loads(f.read())
+        return parse_json(f.read(), os.fspath(path))
+
+
+def parse_json(data: bytes | str, where: str) -> Any:
+    """``json.loads``, with JSON nested past the parser's depth (which
+    raises ``RecursionError``, no ``ValueError``) a ``ValueError`` too:
+    nobody's sidecar is nested a thousand levels deep."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply") from None

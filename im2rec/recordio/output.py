@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from _hashlib import HASH
     from concurrent.futures import Future, ThreadPoolExecutor
 
+from ..atomic import create_output
 from .copying import IOV_MAX, Copier, batches, send_batch, write_all
 from .files import FileRange
 
@@ -75,8 +76,9 @@ class Output:
             self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         else:
             self.tmp = self.path
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        self.fd: int | None = os.open(self.tmp, flags | (0 if append else os.O_TRUNC), 0o666)
+        # a new file (a link or file in the way is replaced, never written
+        # through), or, resuming, the one there if it is a plain file
+        self.fd: int | None = create_output(self.tmp, append=append, readable=hashing and append)
         self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.pending: list[Any] = []  # bytes, or str lines for a text output
         # (file offset, buffers) of a flush under way; see suspend()
@@ -88,10 +90,9 @@ class Output:
         self._hashed: deque[Future[None]] = deque()
         # bodies still in other files are copied on a thread (see flush)
         self._copier: Copier | None = None
-        if self.hasher is not None and self.size:
-            with open(self.tmp, "rb") as f:  # resuming: the digest covers what is there
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    self.hasher.update(block)
+        if self.hasher is not None and self.size:  # resuming: the digest covers what is there
+            for start in range(0, self.size, 1 << 20):
+                self.hasher.update(os.pread(self.fd, min(1 << 20, self.size - start), start))
 
     @property
     def closed(self) -> bool:

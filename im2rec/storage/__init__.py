@@ -137,10 +137,9 @@ def write_bytes(
     into place; in a store as one upload (an object appears complete or not
     at all)."""
     if not is_url(location):
-        from ..atomic import AtomicGroup
+        from ..atomic import write_file
 
-        with AtomicGroup() as group, open(group.temp_path(location), "wb") as f:
-            f.write(data)
+        write_file(location, data)
         return
     from .remote import call, filesystem
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import uuid
@@ -26,7 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingFileError
+from ..atomic import own_folder
+from ..errors import ConfigError, MissingFileError, OutputError
+from ..recordio.files import parse_json
 from . import is_url
 
 __all__ = [
@@ -56,7 +57,9 @@ def spool_for(url: str) -> Path:
     digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
     folder = Path(base) / f"{name}-{digest}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        own_folder(folder)
+    except OutputError:
+        raise
     except OSError as exc:
         raise ConfigError(
             f"cannot make the spool folder {folder} for {url} ({exc.strerror}); "
@@ -108,7 +111,7 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> An
     from . import read_bytes
 
     try:
-        return json.loads(read_bytes(url, storage_options, limit=1 << 24))
+        return parse_json(read_bytes(url, storage_options, limit=1 << 24), url)
     except MissingFileError:
         return None
     except ValueError:

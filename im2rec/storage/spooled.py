@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..atomic import AtomicGroup, exclusive
+from ..atomic import exclusive, write_file
 from ..errors import MissingFileError
 from ..formats.insightface import settle_property
 from ..lstfile import read_lst
 from ..packing import PackResult, PackRun, pack_files, result_from_manifest, run_state
+from ..recordio.files import parse_json
 from ..resuming import PartialFiles, manifest_matches, replaceable
 from . import read_bytes, sibling
 from .objects import list_names, publish, read_manifest, remove, size_of, spool_for, url_join
@@ -47,8 +47,7 @@ def spooled_list(url: str) -> Iterator[tuple[Path, Callable[[], str]]]:
         local = spool / url.rsplit("/", 1)[-1]
         text = read_bytes(url)
         if not local.exists() or local.read_bytes() != text:
-            with AtomicGroup() as group, open(group.temp_path(local), "wb") as f:
-                f.write(text)
+            write_file(local, text)
         yield local, lambda: find_remote_root(url)
     shutil.rmtree(spool, ignore_errors=True)
 
@@ -106,7 +105,7 @@ def find_remote_root(lst: str) -> str:
     names = list_names(folder)
     for record in (n for n in names if n.endswith(".lists.json")):
         try:
-            data = json.loads(read_bytes(url_join(folder, record), limit=1 << 24))
+            data = parse_json(read_bytes(url_join(folder, record), limit=1 << 24), record)
             listed = {os.path.basename(item["path"]) for item in data["lists"]}
             recorded = data["root"]
         except (MissingFileError, ValueError, KeyError, TypeError):
