@@ -57,6 +57,7 @@ IM2REC_SEED = 100  # im2rec.py: random.seed(100)
 #: Skip reasons, as they appear in reports and in ``--json``.
 UNSAFE_NAME = "name cannot be stored in a .lst line"
 SMALL_CLASS = "class below --min-per-class"
+ESCAPING_KEY = "key with an empty, '.' or '..' part"
 
 Progress = Callable[[int, int], None]  # (folders scanned, images found)
 
@@ -136,10 +137,13 @@ def scan_folder(
     entries: list[Entry] = []
     labels: dict[str, int] = {}
     unsafe: list[str] = []
+    escaping: list[str] = []  # bucket keys that are no plain paths
     folders = 0
     add, new = entries.append, tuple.__new__  # per-image hot loop
     walk = (
-        walk_prefix(root_s, options.exts, options.recursive) if remote else _walk(root_s, options)
+        walk_prefix(root_s, options.exts, options.recursive, refused=escaping)
+        if remote
+        else _walk(root_s, options)
     )
     for rel_dir, names in walk:
         folders += 1
@@ -158,7 +162,8 @@ def scan_folder(
             add(new(Entry, (len(entries), label, path)))
         if on_progress is not None:
             on_progress(folders, len(entries))
-    scan = Scan(root_s, entries, list(labels), {UNSAFE_NAME: unsafe} if unsafe else {})
+    skipped = {UNSAFE_NAME: unsafe, ESCAPING_KEY: escaping}
+    scan = Scan(root_s, entries, list(labels), {k: v for k, v in skipped.items() if v})
     if options.min_per_class:
         scan = _drop_small_classes(scan, options.min_per_class)
     if not scan.entries:

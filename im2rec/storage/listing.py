@@ -24,9 +24,14 @@ def _is_image(name: str, exts: frozenset[str]) -> bool:
     return dot > 0 and name[dot:].lower() in exts and bool(name[:dot].strip("."))
 
 
-def walk_prefix(url: str, exts: Iterable[str], recursive: bool) -> Iterator[tuple[str, list[str]]]:
+def walk_prefix(
+    url: str, exts: Iterable[str], recursive: bool, refused: list[str] | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """``(folder relative to url, sorted image names)`` for every folder
-    under ``url``, top-down, folders sorted by code point."""
+    under ``url``, top-down, folders sorted by code point. A key is a name,
+    not a path: one whose parts are empty, ``.`` or ``..`` (``a/../x.jpg``,
+    ``a//x.jpg``) would become a list path or class that leaves the root, so
+    it is left out (and added to ``refused``)."""
     from .remote import call, filesystem
 
     fs, base = filesystem(url)
@@ -47,6 +52,10 @@ def walk_prefix(url: str, exts: Iterable[str], recursive: bool) -> Iterator[tupl
         if not rel or key[: len(base)] != base:
             continue
         *parts, name = rel.split("/")
+        if any(part in ("", ".", "..") for part in parts) or name in (".", ".."):
+            if refused is not None:
+                refused.append(rel)
+            continue
         folder = "."
         for part in parts:
             child = part if folder == "." else f"{folder}/{part}"

@@ -94,15 +94,9 @@ def _publish_one(local: Path, url: str, storage_options: dict[str, Any] | None) 
 def fetch(url: str, limit: int, storage_options: dict[str, Any] | None = None) -> bytes:
     """A whole object of fewer than ``limit`` bytes, or its first ``limit``
     bytes (a larger one is not downloaded to be refused)."""
-    from .remote import call, filesystem
+    from .remote import read_range
 
-    fs, path = filesystem(url, storage_options)
-
-    def get() -> bytes:
-        data: bytes = fs.cat_file(path, start=0, end=limit)
-        return data
-
-    return call(url, "reading it", get)
+    return read_range(url, 0, limit, storage_options)
 
 
 def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Any:

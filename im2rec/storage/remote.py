@@ -29,8 +29,9 @@ from typing import Any, TypeVar
 
 from ..errors import Im2RecError, MissingFileError, TruncatedRecordError
 from ..recordio.files import FileView
+from .bounded import backend_options, get_range, timeouts_of, with_deadline
 
-__all__ = ["RemoteError", "RemoteView", "filesystem", "require_fsspec"]
+__all__ = ["RemoteError", "RemoteView", "filesystem", "read_range", "require_fsspec"]
 
 T = TypeVar("T")
 
@@ -59,13 +60,16 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
     per process, protocol and options (a forked child makes its own: the
     parent's connections and event loop are not its to use)."""
     fsspec = require_fsspec()
-    options = dict(storage_options or {})
     try:
         protocol = fsspec.core.split_protocol(url)[0] or "file"
         cls = fsspec.get_filesystem_class(protocol)
     except (ImportError, ValueError) as exc:
         raise Im2RecError(f"{url}: no fsspec backend for it ({exc})") from None
-    key = (os.getpid(), protocol, repr(sorted(options.items())))
+    options = backend_options(protocol, storage_options)
+    # (the AWS_* variables too: a client made for one endpoint or profile
+    # must not serve another set in the same process later)
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))
+    key = (os.getpid(), protocol, repr((sorted(options.items()), settings)))
     with _LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
@@ -107,6 +111,19 @@ def _classify(url: str, exc: BaseException) -> Im2RecError | None:
     if re.search(r"\b403\b", said):
         return RemoteError(f"{url}: access denied ({text}); check the credentials")
     return None
+
+
+def read_range(
+    url: str, start: int, end: int, storage_options: dict[str, Any] | None = None
+) -> bytes:
+    """At most ``end - start`` bytes from ``start`` of the object at ``url``
+    (fewer where it ends), retried on transient errors, bounded in time
+    (:mod:`.bounded`)."""
+    fs, path = filesystem(url, storage_options)
+    protocol = url.partition("://")[0].lower()
+    limits = timeouts_of(storage_options)
+    return call(url, f"reading bytes {start:,}-{end:,}",
+                lambda: get_range(fs, protocol, url, path, start, end, limits))  # fmt: skip
 
 
 def call(url: str, what: str, fn: Callable[[], T]) -> T:
@@ -160,8 +177,16 @@ class RemoteView(FileView):
         fs, path = filesystem(url, storage_options)
 
         def info() -> dict[str, Any]:
-            found: dict[str, Any] = fs.info(path)
-            return found
+            if not getattr(fs, "async_impl", False):
+                found: dict[str, Any] = fs.info(path)
+                return found
+            from fsspec.asyn import sync
+
+            limits = timeouts_of(storage_options)
+            looked_up: dict[str, Any] = sync(
+                fs.loop, with_deadline, fs._info(path), url, "looking it up", limits
+            )
+            return looked_up
 
         try:
             details = call(url, "looking it up", info)
@@ -170,22 +195,23 @@ class RemoteView(FileView):
                 raise
             # fsspec's HTTP lookup calls every failure "not found": a byte of
             # the file tells a refusal (403) or a server error from a 404
-            call(url, "reading it", lambda: fs.cat_file(path, start=0, end=1))
+            read_range(url, 0, 1, storage_options)
             raise
         if details.get("type") == "directory":
             raise Im2RecError(f"{url}: is a folder (a prefix), not a .rec file")
-        return cls(url, int(details["size"]), storage_options)
+        size = details.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise RemoteError(
+                f"{url}: the server did not say how large the object is (no Content-Length, "
+                f"size {size!r}); im2rec reads records by byte range and needs the size: serve "
+                "it with a Content-Length (any static file server does)"
+            )
+        return cls(url, size, storage_options)
 
     # -- fetching ------------------------------------------------------------
 
     def _get(self, start: int, end: int) -> bytes:
-        fs, path = filesystem(self.url, self.storage_options)
-
-        def fetch() -> bytes:
-            data: bytes = fs.cat_file(path, start=start, end=end)
-            return data
-
-        data = call(self.url, f"reading bytes {start:,}-{end:,}", fetch)
+        data = read_range(self.url, start, end, self.storage_options)
         with self._mutex:
             self.bytes_fetched += len(data)
             self.requests += 1
