@@ -279,6 +279,13 @@ def _nothing_found(root: str, options: ListOptions, scan: Scan) -> str:
 def plan_lists(entries: list[Entry], options: ListOptions) -> list[tuple[str, list[Entry]]]:
     """Shuffle, chunk and split: ``[(name suffix, entries), ...]`` in the
     order im2rec.py writes the files (``_test``, ``_val``, ``_train`` per chunk)."""
+    if options.chunks > max(1, len(entries)):
+        # (im2rec.py would write an empty list per chunk past the last image:
+        # a billion of them for --chunks 1000000000)
+        raise ConfigError(
+            f"--chunks {options.chunks:,} is more than the {len(entries):,} images found; each "
+            "chunk past the last image would be an empty list: ask for at most that many"
+        )
     items = list(entries)
     if options.shuffle:
         random.Random(options.seed).shuffle(items)

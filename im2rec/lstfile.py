@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,9 @@ from pathlib import Path
 from .errors import DatasetError, MissingFileError
 from .names import relative_name
 from .recordio.files import read_json, read_regular_file, split_lines
+from .recordio.header import stored_label
+
+_EXACT = float(1 << 24)  # float32 holds every whole number up to here, and nothing overflows
 
 __all__ = [
     "ListItem",
@@ -35,9 +37,6 @@ __all__ = [
     "read_class_map",
     "read_lst",
 ]
-
-
-_FLOAT32 = struct.Struct("<f")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +73,13 @@ def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
         try:
             key = int(fields[0])
             labels = tuple(float(v) for v in fields[1:-1])
-            for value in labels:
-                _FLOAT32.pack(value)  # OverflowError past float32, as pack() would raise later
+            for value in labels:  # (OverflowError past float32, as pack() would raise later)
+                if not -_EXACT <= value <= _EXACT and stored_label(value) is None:
+                    raise DatasetError(
+                        f"{name}:{lineno}: the label {value:.0f} is a whole number float32 "
+                        "cannot hold (past 16,777,216 not every one can): records store labels "
+                        "as float32, where it would become another label; renumber the classes"
+                    )
         except OverflowError:
             raise DatasetError(
                 f"{name}:{lineno}: a label does not fit float32 (largest about 3.4e38), and "

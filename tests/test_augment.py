@@ -213,6 +213,10 @@ def test_ndarray_file_round_trip_and_hostile_sizes(tmp_path: Path) -> None:
     huge = bytearray(data)
     huge[16:24] = (1 << 60).to_bytes(8, "little")  # the array count
     (tmp_path / "huge.nd").write_bytes(bytes(huge))
+    with pytest.raises(DatasetError, match="holds at most 1,024"):
+        load_ndarrays(tmp_path / "huge.nd")
+    huge[16:24] = (1000).to_bytes(8, "little")  # few enough, but more than the bytes hold
+    (tmp_path / "huge.nd").write_bytes(bytes(huge))
     with pytest.raises(DatasetError, match="more than its"):
         load_ndarrays(tmp_path / "huge.nd")
     wrap = bytearray(data)  # 2**32 * 2**32 * 4: a product that wraps to 0 in 64 bits

@@ -175,3 +175,14 @@ def test_record_index_pickles(tmp_path: Path) -> None:
     index = load_index(write(tmp_path, "0\t0\n1\t12\n"))
     copy = pickle.loads(pickle.dumps(index))
     assert isinstance(copy, RecordIndex) and copy.offset_of(1) == 12
+
+
+@pytest.mark.parametrize("offset", ["1" * 30, "4" * 25, str(1 << 63)])
+def test_an_offset_past_int64_is_a_format_error_not_an_overflow(
+    tmp_path: Path, offset: str
+) -> None:
+    # found by fuzz/fuzz_records.py: numpy's int64 conversion raised OverflowError
+    idx = tmp_path / "x.idx"
+    idx.write_text(f"0 {offset}\n")  # (a space: the general parser's path)
+    with pytest.raises(IndexFormatError, match=f"has offset {offset}, which cannot start"):
+        load_index(idx)

@@ -38,6 +38,13 @@ from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
 __all__ = ["INTERPOLATION", "Augmenter"]
 
 #: Numeric options, checked to be finite numbers.
+#: the largest value of the options that scale colours (MXNet's recipes use
+#: 0-1; past these the float32 arithmetic overflows into NaN batches)
+_RANGES = {"brightness": 100.0, "contrast": 100.0, "saturation": 100.0, "pca_noise": 100.0,
+           "max_random_contrast": 100.0, "max_random_illumination": 1e6}  # fmt: skip
+#: mean and scale/std bounds: every normalised value stays far inside float32
+_MAX_LEVEL = 1e6
+
 _NUMBERS = (
     "resize", "max_rotate_angle", "max_aspect_ratio", "max_shear_ratio", "max_crop_size",
     "min_crop_size", "max_random_scale", "min_random_scale", "max_random_area",
@@ -212,10 +219,18 @@ class Augmenter:
             raise ConfigError("need 0 <= min_img_size <= max_img_size, at most 65536")
         if self.max_shear_ratio < 0 or self.max_rotate_angle < 0:
             raise ConfigError("max_shear_ratio and max_rotate_angle must not be negative")
-        for name in ("brightness", "contrast", "saturation", "pca_noise",
-                     "max_random_contrast", "max_random_illumination"):  # fmt: skip
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must not be negative")
+        for name, most in _RANGES.items():
+            if not 0 <= getattr(self, name) <= most:
+                raise ConfigError(
+                    f"{name} must be between 0 and {most:g}, not {getattr(self, name)!r} "
+                    "(larger values overflow float32 into NaN batches)"
+                )
+        if np.abs(mean).max() > _MAX_LEVEL or np.abs(scale / std).max() > _MAX_LEVEL:
+            raise ConfigError(
+                f"mean and scale/std must be at most {_MAX_LEVEL:g} in size, not "
+                f"mean={mean.tolist()}, std={std.tolist()}, scale={scale} (their results would "
+                "overflow float32 into NaN batches)"
+            )
         if self.random_resized_crop and (
             (self.min_random_scale, self.max_random_scale) != (1.0, 1.0)
             or self.min_crop_size != -1 or self.max_crop_size != -1 or self.rand_crop

@@ -39,6 +39,10 @@ _DTYPES = {
 _FLAG_OF = {np.dtype(v): k for k, v in _DTYPES.items()}
 MAX_FILE = 1 << 31  # a mean image is a few MB; model files are not read here
 MAX_NDIM = 32
+#: arrays (and names) in one file: a mean-image file holds one. Each array
+#: becomes a Python object, so the count is bounded, not only by the bytes
+#: (a "none" array is 4 bytes: 40 MB of them once took 1.3 GB)
+MAX_ARRAYS = 1024
 
 
 class _Cursor:
@@ -60,8 +64,14 @@ class _Cursor:
         return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))
 
     def count(self, what: str, each: int) -> int:
-        """A u64 count of items taking at least ``each`` bytes."""
+        """A u64 count of items taking at least ``each`` bytes, at most
+        :data:`MAX_ARRAYS`."""
         (n,) = self.unpack("Q", what)
+        if n > MAX_ARRAYS:
+            raise DatasetError(
+                f"{self.name}: claims {n:,} {what}; an NDArray file read here (a mean image) "
+                f"holds at most {MAX_ARRAYS:,}"
+            )
         if n * each > len(self.data) - self.pos:
             raise DatasetError(
                 f"{self.name}: claims {n:,} {what}, more than its {len(self.data):,} bytes hold"
@@ -80,12 +90,13 @@ def load_ndarrays(path: str | os.PathLike[str]) -> list[tuple[str, np.ndarray]]:
     with os.fdopen(fd, "rb") as f:
         if size > MAX_FILE:
             raise DatasetError(f"{name}: {size:,} bytes, more than an NDArray file read here")
-        data = f.read(MAX_FILE)
+        # the size checked, not the limit: read(n) allocates n bytes first
+        data = f.read(size)
     cur = _Cursor(data, name)
     magic, _reserved = cur.unpack("QQ", "the header")
     if magic != _LIST_MAGIC:
         raise DatasetError(f"{name}: not an MXNet NDArray file (its first 8 bytes are not 0x112)")
-    arrays = [_array(cur, i) for i in range(cur.count("arrays", 8))]
+    arrays = [_array(cur, i) for i in range(cur.count("arrays", 4))]
     names = []
     for _ in range(cur.count("names", 8)):
         (size,) = cur.unpack("Q", "a name's length")
@@ -124,7 +135,11 @@ def _array(cur: _Cursor, i: int) -> np.ndarray:
     dtype = np.dtype(_DTYPES[flag]).newbyteorder("<")
     count = math.prod(shape)  # exact: a product of huge claimed dims must not wrap around
     raw = cur.take(count * dtype.itemsize, f"{what}'s values")
-    return np.frombuffer(raw, dtype).reshape(shape).astype(dtype.newbyteorder("="))
+    try:
+        values = np.frombuffer(raw, dtype).reshape(shape)
+    except ValueError:  # an empty array whose other dimensions multiply past 2**63
+        raise DatasetError(f"{cur.name}: {what} has an impossible shape {shape}") from None
+    return values.astype(dtype.newbyteorder("="))
 
 
 def save_ndarrays(path: str | os.PathLike[str], arrays: list[tuple[str, np.ndarray]]) -> None:

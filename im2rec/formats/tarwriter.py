@@ -13,6 +13,7 @@ thread (:class:`~im2rec.recordio.copying.Copier`).
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 from typing import Any
 
@@ -27,27 +28,47 @@ _BLOCK = 512
 _BATCH = 1 << 20  # members handed to the copying thread at a time, in bytes
 
 
+_MAX_WIDTH = 20  # the digits of 2**64: a wider field only pads (and %0999999999d allocates GBs)
+#: a shard pattern's % conversions: a literal %%, a number field, or anything else
+_CONVERSION = re.compile(r"%(?:(%)|(0?)([0-9]*)d|)")
+
+
+def number_fields(pattern: str) -> int:
+    """How many number fields (``%d``, ``%06d``) ``pattern`` holds: 0 or 1.
+    Any other conversion (``%c``, ``%s``, ``%.1s``: a crash on a shard
+    number, or two shards of one name), a second field or a width past
+    :data:`_MAX_WIDTH` is a :class:`ConfigError`."""
+    fields = 0
+    for match in _CONVERSION.finditer(pattern):
+        literal, _, width = match.groups()
+        if literal:
+            continue
+        ok = match.group(0).endswith("d") and (not width or int(width) <= _MAX_WIDTH)
+        fields += 1
+        if not ok or fields > 1:
+            raise ConfigError(
+                f"{pattern}: -o must hold exactly one number pattern, %d or %0Nd with N up to "
+                f"{_MAX_WIDTH} (such as %06d); write a literal % as %%"
+            )
+    return fields
+
+
 class ShardWriter:
     """Samples into tar shards named ``pattern % number`` (see the module doc)."""
 
     def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000):
         if maxcount < 1 or maxsize < 1:
             raise ConfigError("--maxcount and --maxsize must be at least 1")
-        if "%" not in pattern:
+        fields = number_fields(pattern)
+        if not fields:
             if maxcount != 100_000 or maxsize != 3_000_000_000:
                 raise ConfigError(
                     f"{pattern}: --maxcount/--maxsize split the output into shards, so -o needs "
                     "a number pattern such as 'shards/train-%06d.tar'"
                 )
             maxcount, maxsize = 1 << 62, 1 << 62  # one shard
-        else:
-            try:
-                pattern % 0
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"{pattern}: -o must hold one number pattern such as %06d"
-                ) from None
         self.pattern, self.maxcount, self.maxsize = pattern, maxcount, maxsize
+        self.numbered = bool(fields)
         self.group = AtomicGroup()
         self.shards: list[str] = []
         self._fd: int | None = None
@@ -112,7 +133,11 @@ class ShardWriter:
             self._count and (self._count >= self.maxcount or self._size + size > self.maxsize)
         ):
             self._close_shard()
-            name = self.pattern % len(self.shards) if "%" in self.pattern else self.pattern
+            name = (
+                self.pattern % len(self.shards)
+                if self.numbered
+                else self.pattern.replace("%%", "%")
+            )
             os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
             self.shards.append(name)
             self._fd = self.group.create(name)

@@ -34,6 +34,7 @@ from ..errors import DatasetError, RecordFormatError
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from ..recordio.files import FileRange
 from ..recordio.framing import needs_split
+from ..recordio.header import stored_label
 from .tars import Data, Sample, samples
 
 __all__ = ["ImportResult", "import_webdataset"]
@@ -157,11 +158,26 @@ def _general(
         if isinstance(label, str):
             return label
         header, key = IRHeader(0, label, number, 0), number
+    unheld = _unheld_label(header.label)
+    if unheld is not None:
+        return unheld
     try:
         head = pack(header, b"")
     except RecordFormatError as exc:  # (a label past float32)
         return f"bad label: {exc}"
     return _made(key, head, image)
+
+
+def _unheld_label(label: Any) -> str | None:
+    """Why a label cannot be stored as it is: a whole number that float32
+    would turn into another (16,777,217 -> 16,777,216), else None."""
+    for value in label if isinstance(label, list) else [label]:
+        try:
+            if stored_label(value) is None:
+                return f"bad label: {value:.0f} is a whole number float32 cannot hold"
+        except OverflowError:
+            return None  # (pack says so)
+    return None
 
 
 def _is_image(ext: str) -> bool:
@@ -219,6 +235,8 @@ def _exported_fast(sample: Sample, number: int) -> tuple[Any, bytes, Data, bool]
         head = _HEADER.pack(0, label, int(rid), int(id2))
     except (OverflowError, struct.error):  # past float32 or 64 bits
         return None
+    if label.is_integer() and abs(label) > 1 << 24 and stored_label(label) is None:
+        return None  # (a whole number float32 changes: the general path says so)
     whole = number if key == b"null" else int(key)
     return None if whole >> 64 else _made(whole, head, image)
 

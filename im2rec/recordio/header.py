@@ -20,13 +20,31 @@ from typing import Any, NamedTuple
 
 from ..errors import RecordFormatError
 
-__all__ = ["HEADER_SIZE", "IRHeader", "pack", "unpack"]
+__all__ = ["HEADER_SIZE", "IRHeader", "pack", "stored_label", "unpack"]
 
 _HEADER = struct.Struct("<IfQQ")
 HEADER_SIZE = _HEADER.size
 _U64 = 1 << 64
 _unpack_from = _HEADER.unpack_from
 _new_tuple = tuple.__new__
+
+
+_F32 = struct.Struct("<f")
+
+
+def stored_label(value: float) -> float | None:
+    """``value`` as float32 stores it, or None when a whole number would
+    come back as another whole number (16,777,217 is stored as 16,777,216:
+    two classes or identities silently merged). Fractions round, as in
+    MXNet; a value past float32's range raises ``OverflowError``."""
+    value = float(value)  # (an int past a double's range: OverflowError)
+    try:
+        (stored,) = _F32.unpack(_F32.pack(value))
+    except struct.error:
+        raise OverflowError(f"{value!r} does not fit float32") from None
+    if value.is_integer() and stored != value:
+        return None
+    return float(stored)
 
 
 class IRHeader(NamedTuple):

@@ -201,6 +201,11 @@ def load_index(
     lines: list[int] | None = None  # position -> line number, when they differ
     if parsed is None:
         keys, offsets, lines = _parse_lines(data, name, key_type)
+        # an offset past int64 is past any file: refused before the array
+        # conversion (which would raise OverflowError)
+        bad = next((i for i, off in enumerate(offsets) if not 0 <= off < 1 << 63), None)
+        if bad is not None:
+            raise _offset_error(name, lines, bad, keys[bad], offsets[bad])
         index = RecordIndex(keys, np.asarray(offsets, dtype=np.int64), name)
     else:
         index = RecordIndex(parsed[0::2], parsed[1::2], name)

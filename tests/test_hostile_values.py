@@ -1,0 +1,164 @@
+"""Files and options that amplify, and values that would be stored wrong
+without a word (docs/security.md, "Sizes" and "Values")."""
+
+from __future__ import annotations
+
+import io
+import struct
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from im2rec import Augmenter
+from im2rec.augment.ndarray_file import MAX_ARRAYS, load_ndarrays, save_ndarrays
+from im2rec.cli import main
+from im2rec.errors import ConfigError, DatasetError
+from im2rec.lstfile import read_lst
+from im2rec.recordio import IndexedRecordWriter, RecordReader, pack, unpack
+
+
+def jpeg(seed: int = 0) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (16, 12), (seed * 40 % 256, 90, 30)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+# -- files and options that amplify -------------------------------------------
+
+
+def test_a_mean_image_file_of_millions_of_empty_arrays_is_refused_at_once(tmp_path: Path) -> None:
+    # 40 MB of 4-byte "none" arrays: each became a Python object (1.3 GB)
+    count = 10_000_000
+    path = tmp_path / "mean.bin"
+    path.write_bytes(struct.pack("<QQQ", 0x112, 0, count) + bytes(4 * count) + bytes(8))
+    t0 = time.perf_counter()
+    with pytest.raises(DatasetError, match=f"claims 10,000,000 arrays.*at most {MAX_ARRAYS:,}"):
+        load_ndarrays(path)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_a_mean_image_file_still_round_trips(tmp_path: Path) -> None:
+    image = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    save_ndarrays(tmp_path / "mean.bin", [("mean_img", image)])
+    [(name, back)] = load_ndarrays(tmp_path / "mean.bin")
+    assert name == "mean_img" and np.array_equal(back, image)
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Path:
+    path = tmp_path / "d.rec"
+    with IndexedRecordWriter(path) as w:
+        for key in range(12):
+            w.write_key(key, pack((0, float(key % 3), key, 0), jpeg(key)))
+    return path
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["x-%c.tar", "x-%.1s.tar", "x-%.0s.tar", "x-%0999999999d.tar", "x-%s.tar", "x-%d-%d.tar",
+     "x-%021d.tar", "x-%.tar", "x-%x.tar"],
+)  # fmt: skip
+def test_export_patterns_hold_exactly_one_sane_number(rec: Path, pattern: str) -> None:
+    code, output = invoke("export", str(rec), "--to", "webdataset", "-o",
+                          str(rec.parent / pattern), "--maxcount", "2")  # fmt: skip
+    assert code == 2 and "exactly one number pattern" in output, output
+    assert not list(rec.parent.glob("x-*"))
+
+
+@pytest.mark.parametrize(("pattern", "first"), [("x-%06d.tar", "x-000000.tar"),
+                                                ("x%%-%d.tar", "x%-0.tar")])  # fmt: skip
+def test_export_patterns_that_are_fine(rec: Path, pattern: str, first: str) -> None:
+    code, output = invoke("export", str(rec), "--to", "webdataset", "-o",
+                          str(rec.parent / pattern), "--maxcount", "5", "-q")  # fmt: skip
+    assert code == 0, output
+    shards = sorted(p.name for p in rec.parent.glob("x*.tar"))
+    assert len(shards) == 3 and shards[0] == first
+
+
+def test_a_billion_chunks_is_refused_not_written(tmp_path: Path) -> None:
+    (tmp_path / "img" / "a").mkdir(parents=True)
+    for i in range(3):
+        (tmp_path / "img" / "a" / f"{i}.jpg").write_bytes(jpeg(i))
+    t0 = time.perf_counter()
+    code, output = invoke("list", str(tmp_path / "img"), "--recursive", "--chunks", "1000000000")
+    assert code == 2 and "more than the 3 images" in output, output
+    assert time.perf_counter() - t0 < 10
+
+
+# -- values that would be stored wrong -------------------------------------------
+
+
+def test_whole_labels_float32_cannot_hold_are_refused_in_a_list(tmp_path: Path) -> None:
+    lst = tmp_path / "a.lst"
+    lst.write_text("0\t16777216\ta.jpg\n1\t16777217\tb.jpg\n")
+    with pytest.raises(DatasetError, match=r"a\.lst:2: the label 16777217 is a whole number"):
+        read_lst(lst)
+    lst.write_text("0\t16777216\ta.jpg\n1\t16777218\tb.jpg\n2\t0.1\tc.jpg\n")
+    assert [i.labels for i in read_lst(lst)] == [(16777216.0,), (16777218.0,), (0.1,)]
+
+
+def test_insightface_identities_never_merge(tmp_path: Path) -> None:
+    for name in ("a.jpg", "b.jpg"):
+        (tmp_path / name).write_bytes(jpeg())
+    (tmp_path / "f.lst").write_text("0\t16777216\ta.jpg\n1\t16777217\tb.jpg\n")
+    code, output = invoke("pack", str(tmp_path / "f.lst"), "--layout", "insightface",
+                          "--pass-through")  # fmt: skip
+    assert code == 1 and "f.lst:2: the label 16777217" in output, output
+    assert not (tmp_path / "f.rec").exists()
+
+
+def test_import_refuses_a_class_float32_cannot_hold(tmp_path: Path) -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for key, cls in (("a", b"16777217"), ("b", b"16777218"), ("c", b"3")):
+            for ext, data in (("jpg", jpeg()), ("cls", cls)):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "s.tar").write_bytes(out.getvalue())
+    code, output = invoke("import", "webdataset", str(tmp_path / "s.tar"), "-o",
+                          str(tmp_path / "o"), "-q")  # fmt: skip
+    assert code == 0, output
+    labels = [unpack(r)[0].label for r in RecordReader(tmp_path / "o.rec")]
+    assert labels == [16777218.0, 3.0]
+    report = (tmp_path / "o.import-skipped.tsv").read_text()
+    assert "\ta\tbad label: 16777217 is a whole number float32 cannot hold" in report
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"pca_noise": 1e300}, {"max_random_contrast": 1e300}, {"brightness": 1e39},
+     {"max_random_illumination": 1e300}, {"std": (1e-300, 1.0, 1.0)}, {"mean": (1e300, 0, 0)},
+     {"scale": 1e300}, {"saturation": -1}],
+)  # fmt: skip
+def test_colour_options_that_overflow_float32_are_refused(options: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match="overflow float32"):
+        Augmenter(data_shape=(3, 24, 24), **options)  # type: ignore[arg-type]
+
+
+def test_the_largest_colour_options_still_give_finite_batches() -> None:
+    aug = Augmenter(
+        data_shape=(3, 24, 24), pca_noise=100, max_random_contrast=100, brightness=100,
+        contrast=100, saturation=100, max_random_illumination=1e6, std=(1e-6,) * 3,
+        mean=(1e6,) * 3,
+    )  # fmt: skip
+    data = jpeg(3)
+    assert all(np.isfinite(aug(data)).all() for _ in range(40))
+
+
+def test_the_mxnet_iterator_checks_them_too(rec: Path) -> None:
+    from im2rec import ImageRecordIter
+
+    with pytest.raises(ConfigError, match="pca_noise"):
+        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2, pca_noise=1e300)
