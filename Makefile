@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test compat lint format bench demo golden clean matrix package
+.PHONY: help install test compat lint format bench demo golden clean matrix package fuzz sanitize
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -88,13 +88,13 @@ package: ## Build sdist + wheel, twine check, and a no-compiler install beside a
 	scripts/check-package.sh $(PYTHON)
 
 lint: $(VENV)/.native ## ruff (lint + format check) and mypy --strict
-	$(BIN)/ruff check im2rec tests bench
-	$(BIN)/ruff format --check im2rec tests bench
+	$(BIN)/ruff check im2rec tests bench fuzz
+	$(BIN)/ruff format --check im2rec tests bench fuzz
 	$(BIN)/mypy
 
 format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
-	$(BIN)/ruff check --fix im2rec tests bench
-	$(BIN)/ruff format im2rec tests bench
+	$(BIN)/ruff check --fix im2rec tests bench fuzz
+	$(BIN)/ruff format im2rec tests bench fuzz
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py
@@ -112,6 +112,19 @@ bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks, MXNet 
 	done; \
 	if [ -n "$$failed" ]; then echo "missed a target or differed:$$failed"; exit 1; fi; \
 	echo "every benchmark met its targets"
+
+# Coverage-guided fuzzing of the C extensions and the file parsers (fuzz/):
+# atheris, the libFuzzer engine for Python, with its ASan runtime.
+FUZZ_SECONDS ?= 30
+$(VENV)/.atheris: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet 'atheris==3.0.0'
+	@touch $@
+
+fuzz: $(VENV)/.native $(VENV)/.atheris ## Run every fuzz harness for FUZZ_SECONDS (30) each (ASan build)
+	scripts/sanitize.sh $(BIN)/python $(FUZZ_SECONDS) --fuzz-only
+
+sanitize: $(VENV)/.native $(VENV)/.atheris ## C extensions under ASan+UBSan (clang): native tests + a short fuzz pass
+	scripts/sanitize.sh $(BIN)/python $(or $(SANITIZE_FUZZ_SECONDS),10)
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet
 	$(MX_VENV)/bin/python tests/golden/make_golden.py tests/golden

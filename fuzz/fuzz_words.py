@@ -1,0 +1,28 @@
+"""The magic-word scan (``im2rec.recordio._words.has_word``) against its
+definition: the word at a multiple of 4 from the buffer's start."""
+
+from __future__ import annotations
+
+import atheris
+from _harness import run
+
+with atheris.instrument_imports():
+    from im2rec.recordio import _words
+
+
+def test_one(data: bytes) -> None:
+    fdp = atheris.FuzzedDataProvider(data)
+    word = fdp.ConsumeBytes(fdp.PickValueInList([4, 4, 4, 3, 5]))
+    start = fdp.ConsumeIntInRange(0, 3)
+    buf = memoryview(fdp.ConsumeBytes(fdp.remaining_bytes()))[start:]
+    try:
+        found = _words.has_word(buf, word)
+    except ValueError:
+        assert len(word) != 4
+        return
+    want = any(bytes(buf[i : i + 4]) == word for i in range(0, len(buf) - 3, 4))
+    assert found == want, (bytes(buf), word)
+
+
+if __name__ == "__main__":
+    run(test_one)
