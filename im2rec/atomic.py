@@ -52,16 +52,22 @@ class BusyError(Im2RecError):
 
 
 def create_output(
-    path: str | os.PathLike[str], *, append: bool = False, readable: bool = False, mode: int = 0o666
+    path: str | os.PathLike[str],
+    *,
+    append: bool = False,
+    readable: bool = False,
+    mode: int = 0o666,
+    dir_fd: int | None = None,
 ) -> int:
     """Open ``path`` for writing as a new file and return its descriptor
     (see the module doc). ``append``: continue the file if it is there (a
     regular file with one link, not a symlink), positioned at its end;
-    create it otherwise. ``readable``: open it for reading too."""
+    create it otherwise. ``readable``: open it for reading too. ``dir_fd``:
+    ``path`` is relative to that folder (as in :func:`os.open`)."""
     access = os.O_RDWR if readable else os.O_WRONLY
     if append:
         try:
-            fd = os.open(path, access | _NOFOLLOW | _CLOEXEC)
+            fd = os.open(path, access | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
@@ -79,13 +85,17 @@ def create_output(
             return fd
     else:
         try:
-            os.unlink(path)  # a file or link in the way: replaced, never written through
+            os.unlink(
+                path, dir_fd=dir_fd
+            )  # a file or link in the way: replaced, not written through
         except FileNotFoundError:
             pass
         except OSError as exc:
             raise _refused(path, exc) from None
     try:
-        return os.open(path, access | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+        return os.open(
+            path, access | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd
+        )
     except FileExistsError:
         raise OutputError(
             f"{os.fspath(path)}: something else created this name while im2rec was creating "

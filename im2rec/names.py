@@ -16,14 +16,14 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from .errors import DatasetError
+from .atomic import create_output
+from .errors import DatasetError, OutputError
 from .recordio.writer import write_all
 
 __all__ = ["ConfinedWriter", "relative_name", "shown"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
 _MAX_NAME = 4096  # PATH_MAX on Linux: a longer name cannot be created anyway
 _MAX_PART = 255  # NAME_MAX: the longest file or folder name
 
@@ -118,11 +118,9 @@ class ConfinedWriter:
         folder, _, name = rel.rpartition("/")
         parent = self._folder(folder)
         try:
-            try:
-                os.unlink(name, dir_fd=parent)
-            except FileNotFoundError:
-                pass
-            fd = os.open(name, _NEW_FILE, 0o644, dir_fd=parent)
+            fd = create_output(name, mode=0o644, dir_fd=parent)
+        except OutputError:  # a folder or link where the file goes
+            raise self._not_followed(rel, OSError(errno.ELOOP, "in the way")) from None
         except OSError as exc:
             raise self._not_followed(rel, exc) from None
         try:

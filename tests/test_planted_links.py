@@ -49,7 +49,9 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
     real_os_open, real_open, real_mkdir = os.open, builtins.open, os.mkdir
 
     def os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        if flags & (os.O_WRONLY | os.O_RDWR) and dir_fd is None:
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            # (relative to a folder descriptor: rec unpack's images; the
+            # name alone is recorded, the flags are checked all the same)
             full = Path(os.fsdecode(path)).absolute()
             created = bool(flags & os.O_CREAT)
             if not flags & os.O_NOFOLLOW or (created and not flags & os.O_EXCL):
