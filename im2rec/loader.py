@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -98,16 +98,18 @@ class RecordDataset:
         self.target_transform = target_transform
         self.skip_corrupt = on_corrupt == "skip"
         self.skipped: list[tuple[Any, int, str]] = []
-        self.keys: list[Any] = self.reader.keys
+        # the keys served, in order: a view of the index's array, or a range
+        # (no Python object a record: forked workers share these pages)
+        self.keys: Sequence[Any] = self.reader.keys
         self.layout = self._detect(layout)
         if self.layout == "insightface":
             first = int(unpack(self.reader.read_key(0))[0].label[0])
-            self.keys = list(range(1, first))
+            self.keys = range(1, first)
 
     def _detect(self, layout: Layout) -> Literal["plain", "insightface"]:
         if layout != "auto":
             return layout
-        if 0 not in self.reader.index.offset_map():
+        if 0 not in self.reader.index:
             return "plain"
         header, payload = unpack(self.reader.read_key(0))
         # InsightFace's header record: two labels (the identity key range) and

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from im2rec.errors import DuplicateKeyError, IndexFormatError, MissingFileError
 from im2rec.recordio import load_index
-from im2rec.recordio.index import RecordIndex, _parse_fast, read_index_entries
+from im2rec.recordio.index import RecordIndex, read_index_entries
+from im2rec.recordio.index_text import _parse_fast
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "t.idx") -> Path:

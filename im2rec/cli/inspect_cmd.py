@@ -52,7 +52,8 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
     with handle_errors(), spooled_input(rec) as path:
         index, damages = rebuild_index(path, keys="id" if keys == "id" else "seq", recover=recover)
         if output == "-":
-            click.echo(index.text(), nl=False)
+            for piece in index.text_pieces():
+                click.echo(piece, nl=False)
         else:
             index.save(target)  # atomic; to a store, published whole
     for d in damages:

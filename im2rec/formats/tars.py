@@ -31,7 +31,7 @@ from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
-from ..recordio.files import FileRange, HeldFile, open_regular
+from ..recordio.files import FileRange, HeldFile, open_regular, pread
 from ..recordio.framing import has_aligned_magic
 
 __all__ = ["BoundedTarInfo", "Data", "Sample", "expand_shards", "samples"]
@@ -114,7 +114,7 @@ def samples(shard: str, limit: int = MAX_RECORD_SIZE) -> Iterator[Sample]:
     file = os.fdopen(fd, "rb")
     # The compression is told by its magic bytes, so that an error is the
     # one of the format the shard is in (tarfile's "r:*" lists four).
-    head = os.pread(fd, 6, 0)
+    head = pread(fd, 6, 0)
     mode = next((m for magic, m in _COMPRESSED if head.startswith(magic)), "r:")
     try:
         tar = cast(Any, tarfile.open)(shard, mode, fileobj=file, tarinfo=BoundedTarInfo)

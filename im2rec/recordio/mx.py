@@ -23,7 +23,7 @@ README's "Differences from MXNet"):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ from ..errors import ConfigError, ModeError
 from .header import IRHeader, pack, unpack
 from .index import RecordIndex, load_index
 from .reader import RecordReader
+from .views import KeyList, OffsetMap
 from .writer import IndexedRecordWriter, RecordWriter
 
 __all__ = [
@@ -177,8 +178,8 @@ class MXIndexedRecordIO(MXRecordIO):
         self.idx_path = os.fsdecode(idx_path)
         self.key_type = key_type
         self._index: RecordIndex | None = None
-        self._keys: list[Any] | None = None
-        self._idx: dict[Any, int] | None = None
+        self._keys: MutableSequence[Any] | None = None
+        self._idx: Mapping[Any, int] | None = None
         super().__init__(uri, flag)
 
     def open(self) -> None:
@@ -194,25 +195,30 @@ class MXIndexedRecordIO(MXRecordIO):
         return IndexedRecordWriter(self.uri, self.idx_path, key_type=self.key_type, atomic=False)
 
     @property
-    def idx(self) -> dict[Any, int]:
-        """``{key: offset}``."""
+    def idx(self) -> Mapping[Any, int]:
+        """``{key: offset}``: when reading, a read-only mapping over the
+        index (no dict of every key); when writing, the dict of what was
+        written, as in MXNet."""
         if self._idx is None:
             self._idx = self._index.offset_map() if self._index is not None else {}
         return self._idx
 
     @idx.setter
-    def idx(self, value: dict[Any, int]) -> None:
+    def idx(self, value: Mapping[Any, int]) -> None:
         self._idx = value
 
     @property
-    def keys(self) -> list[Any]:
-        """Keys in ``.idx`` order (a list you may reorder, as with MXNet)."""
+    def keys(self) -> MutableSequence[Any]:
+        """Keys in ``.idx`` order, a list you may reorder, as with MXNet
+        (when reading, a :class:`~im2rec.recordio.views.KeyList` over the
+        index's array: no Python object a key until it is changed)."""
         if self._keys is None:
-            self._keys = self._index.key_list() if self._index is not None else []
+            keys = self._index.keys if self._index is not None else []
+            self._keys = KeyList(keys if not isinstance(keys, Sequence) else list(keys))
         return self._keys
 
     @keys.setter
-    def keys(self, value: list[Any]) -> None:
+    def keys(self, value: MutableSequence[Any]) -> None:
         self._keys = value
 
     def seek(self, idx: Any) -> None:
@@ -228,7 +234,9 @@ class MXIndexedRecordIO(MXRecordIO):
         # built several times faster than a million-entry dict.
         reader = self._reader if self._reader is not None else self._live_reader()
         offsets = self._idx
-        if offsets is None and self._index is not None:
+        if self._index is not None and (
+            offsets is None or (type(offsets) is OffsetMap and not offsets.edited)
+        ):
             offset = self._index.offset_of(idx)
         else:
             offset = (offsets if offsets is not None else self.idx)[idx]
@@ -242,7 +250,7 @@ class MXIndexedRecordIO(MXRecordIO):
         writer = self._writer if self._writer is not None else self._live_writer()
         key = self.key_type(idx)
         # Per-record path: the write-mode dict and list exist since open().
-        self._idx[key] = cast(IndexedRecordWriter, writer).write_key(key, buf)  # type: ignore[index]
+        cast(dict[Any, int], self._idx)[key] = cast(IndexedRecordWriter, writer).write_key(key, buf)
         self._keys.append(key)  # type: ignore[union-attr]
 
 

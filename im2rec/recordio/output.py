@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from ..atomic import create_output
 from .copying import IOV_MAX, Copier, batches, send_batch, write_all
-from .files import FileRange
+from .files import FileRange, pread
 
 __all__ = ["Output"]
 
@@ -92,7 +92,7 @@ class Output:
         self._copier: Copier | None = None
         if self.hasher is not None and self.size:  # resuming: the digest covers what is there
             for start in range(0, self.size, 1 << 20):
-                self.hasher.update(os.pread(self.fd, min(1 << 20, self.size - start), start))
+                self.hasher.update(pread(self.fd, min(1 << 20, self.size - start), start))
 
     @property
     def closed(self) -> bool:

@@ -23,6 +23,7 @@ from ..errors import MissingFileError, RecordFormatError
 from .files import FileView
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
+from .views import KeyView
 
 __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
@@ -195,9 +196,10 @@ class IndexedRecordReader(RecordReader):
         return len(self._offsets)
 
     @property
-    def keys(self) -> list[Any]:
-        """Keys in ``.idx`` order."""
-        return self.index.key_list()
+    def keys(self) -> KeyView:
+        """Keys in ``.idx`` order: a read-only sequence over the index's array
+        (``list(reader.keys)`` makes a list)."""
+        return self.index.key_view()
 
     def __getitem__(self, position: int) -> bytes:
         return self._read_checked(int(self._offsets[position]), position, True)
