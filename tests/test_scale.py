@@ -6,6 +6,7 @@ list and dict did."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import random
 import subprocess
@@ -232,3 +233,202 @@ def test_dataloader_workers_share_the_index(million: Path, tmp_path: Path) -> No
     # the parent's 24 MB of arrays, shared with the workers (fork): each
     # worker copying Python objects touched by refcounts would add ~190 MB
     assert grown < 60 << 20, f"parent + 4 workers grew {grown / 1e6:.0f} MB for 1M records"
+
+
+# -- the binary copy beside the .idx ---------------------------------------------
+
+
+@pytest.fixture
+def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from im2rec.recordio import index_cache
+
+    monkeypatch.setattr(index_cache, "CACHE_FROM", 10)
+    rec = synthetic(tmp_path / "c", 3000)
+    load_index(rec.with_suffix(".idx"))  # parses, and writes the copy
+    assert Path(index_cache.cache_path(rec.with_suffix(".idx"))).is_file()
+    return rec.with_suffix(".idx")
+
+
+def test_the_copy_gives_the_same_index(cached: Path) -> None:
+    from im2rec.recordio import index_cache
+
+    assert index_cache.read_cache(cached) is not None
+    index = load_index(cached)
+    assert list(index.key_view()) == list(range(3000))
+    assert index.offset_of(2999) == 2999 * RECORD.itemsize and index.dense_table is not None
+
+
+def test_a_changed_idx_is_parsed_again(cached: Path) -> None:
+    from im2rec.recordio import index_cache
+
+    lines = cached.read_text().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1].replace("1\t", "0\t"), lines[0].replace("0\t", "1\t")
+    cached.write_text("".join(lines))  # same size, two offsets swapped
+    assert index_cache.read_cache(cached) is None
+    index = load_index(cached)
+    assert index.offset_of(0) == RECORD.itemsize and index.offset_of(1) == 0
+
+
+@pytest.mark.parametrize("damage", ["truncated", "duplicate", "unaligned", "table", "huge"])
+def test_a_damaged_or_planted_copy_is_not_used(cached: Path, damage: str) -> None:
+    from im2rec.recordio import index_cache
+
+    path = Path(index_cache.cache_path(cached))
+    data = bytearray(path.read_bytes())
+    head = index_cache._HEADER.size
+    keys = np.frombuffer(data, "<i8", 3000, head)
+    offsets = np.frombuffer(data, "<i8", 3000, head + 8 * 3000)
+    if damage == "truncated":
+        data = data[:-8]
+    elif damage == "duplicate":
+        keys[5] = 4  # (and the table still says key 5 is at its offset)
+    elif damage == "unaligned":
+        offsets[7] += 2
+    elif damage == "table":
+        np.frombuffer(data, "<i8", 1, head + 16 * 3000 + 8 * 9)[:] = 0  # key 9 -> byte 0
+    else:  # a count past what the .idx can hold: refused before allocating
+        fields = list(index_cache._HEADER.unpack_from(data))
+        fields[6] = 1 << 60
+        data[:head] = index_cache._HEADER.pack(*fields)
+    path.write_bytes(bytes(data))
+    assert index_cache.read_cache(cached) is None
+    index = load_index(cached)  # parsed from the text again, and right
+    assert index.offset_of(9) == 9 * RECORD.itemsize and index.offset_of(5) == 5 * RECORD.itemsize
+
+
+def test_no_copy_in_a_read_only_folder_or_when_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.recordio import index_cache
+
+    monkeypatch.setattr(index_cache, "CACHE_FROM", 10)
+    (tmp_path / "ro").mkdir()
+    rec = synthetic(tmp_path / "ro" / "c", 100)
+    monkeypatch.setenv("IM2REC_INDEX_CACHE", "0")
+    load_index(rec.with_suffix(".idx"))
+    assert not Path(index_cache.cache_path(rec.with_suffix(".idx"))).exists()
+    monkeypatch.delenv("IM2REC_INDEX_CACHE")
+    os.chmod(tmp_path / "ro", 0o555)
+    try:
+        assert load_index(rec.with_suffix(".idx")).offset_of(99) == 99 * RECORD.itemsize
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
+    if os.geteuid() != 0:  # (root writes anywhere)
+        assert not Path(index_cache.cache_path(rec.with_suffix(".idx"))).exists()
+
+
+# -- lists read as streams -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0\t1\ta.jpg\n1\t2\tb.jpg\n",
+        "\ufeff0\t1\ta.jpg\r\n\r\n1\t2\t3\tb c.jpg\r2\t0\tx\u2028y.jpg",
+        "5\t1\tdé\u00e9.jpg\n\n\n6\t0\tz.jpg\r",
+    ],
+)
+def test_a_streamed_list_reads_as_the_whole_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, text: str
+) -> None:
+    from im2rec import lstfile
+    from im2rec.recordio.files import split_lines
+
+    lst = tmp_path / "a.lst"
+    lst.write_bytes(text.encode("utf-8"))
+    monkeypatch.setattr(lstfile, "_BLOCK", block)
+    got = list(lstfile.iter_lst(lst))
+    lines = split_lines(text.lstrip("\ufeff"))
+    want = [lstfile._parse_line(raw, n, str(lst)) for n, raw in enumerate(lines, 1)]
+    assert got == [item for item in want if item is not None]
+    stream = lstfile.ListStream.scan(lst)
+    assert len(stream) == len(got) and list(stream.from_position(1)) == got[1:]
+    assert stream.find(got[-1].key) == (len(got) - 1, got[-1])
+
+
+def test_a_streamed_list_names_bad_bytes_and_repeated_indexes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec import lstfile
+    from im2rec.errors import DatasetError
+
+    monkeypatch.setattr(lstfile, "_BLOCK", 16)
+    lst = tmp_path / "a.lst"
+    lst.write_bytes(b"0\t1\ta.jpg\n1\t1\tb.jpg\n2\t1\t\xff.jpg\n")
+    with pytest.raises(DatasetError, match=r"not UTF-8 text \(invalid start byte at byte 24\)"):
+        list(lstfile.iter_lst(lst))
+    lst.write_text("".join(f"{k}\t0\tx{i}.jpg\n" for i, k in enumerate([3, 9, 4, 9, 1])))
+    with pytest.raises(DatasetError, match=r"a.lst:4: index 9 is already used on line 2"):
+        lstfile.ListStream.scan(lst)
+
+
+PEAK = """
+import json, sys
+from im2rec.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    assert not exit.code, exit.code
+for line in open("/proc/self/status"):
+    if line.startswith("VmHWM"):
+        print(json.dumps({"peak": int(line.split()[1]) * 1024}))
+"""
+
+
+def peak_of(*args: str, cwd: Path) -> int:
+    out = subprocess.run([sys.executable, "-c", PEAK, *args], cwd=cwd, capture_output=True,
+                         text=True, check=True, timeout=600)  # fmt: skip
+    return int(json.loads(out.stdout.strip().splitlines()[-1])["peak"])
+
+
+def same_image_list(folder: Path, lines: int) -> Path:
+    """A list of ``lines`` entries naming one tiny image (the cost is the list's)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4)).save(folder / "a.jpg")
+    lst = folder / "l.lst"
+    with open(lst, "w") as f:
+        for start in range(0, lines, 100_000):
+            f.write(
+                "".join(
+                    f"{i}\t{i % 1000}\ta.jpg\n" for i in range(start, min(lines, start + 100_000))
+                )
+            )
+    return lst
+
+
+def test_pack_memory_does_not_grow_with_the_list(tmp_path: Path) -> None:
+    # a list of 150k lines against 1.5k: each entry once took ~400 bytes
+    # held for the whole run (the list as Python objects)
+    small = same_image_list(tmp_path / "s", 1500)
+    big = same_image_list(tmp_path / "b", 150_000)
+    peaks = [peak_of("pack", str(lst), "--pass-through", "--root", ".", "-q", cwd=lst.parent)
+             for lst in (small, big)]  # fmt: skip
+    grown = peaks[1] - peaks[0]
+    # (measured: 52 MB in all for 2M lines; the scan keeps 8 bytes a key)
+    assert grown < 12 << 20, f"rec pack grew {grown / 1e6:.1f} MB for 148,500 more lines"
+
+
+@pytest.mark.parametrize(
+    "command", [["verify"], ["info", "--json"], ["index", "-o", "x.idx"], ["merge", "-o", "m.rec"]]
+)
+def test_inspection_memory_is_a_few_bytes_a_record(
+    million: Path, tmp_path: Path, command: list[str]
+) -> None:
+    # verify took 310 bytes a record (sets and lists of Python ints). Against
+    # 300k records, not 1k: a small index is checked without numpy, whose
+    # import would count as growth
+    small = synthetic(tmp_path / "k", 300_000)
+    peaks = []
+    for rec in (small, million):
+        args = [command[0], str(rec), *command[1:]]
+        if command[0] == "merge":
+            args = ["merge", str(rec), str(rec), "-o", str(tmp_path / f"m{len(peaks)}.rec"),
+                    "--renumber"]  # fmt: skip
+        elif command[0] == "index":
+            args[-1] = str(tmp_path / f"x{len(peaks)}.idx")
+        peaks.append(peak_of(*args, cwd=tmp_path))
+    per_record = (peaks[1] - peaks[0]) / 700_000 / (2 if command[0] == "merge" else 1)
+    assert per_record < 40, f"rec {command[0]}: {per_record:.1f} bytes a record"

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import IndexFormatError
+from .index_cache import read_cache, write_cache
 from .index_text import (
     duplicate_error,
     offset_error,
@@ -36,6 +37,7 @@ from .views import KeyView, OffsetMap, int_view, whole_key
 
 __all__ = [
     "RecordIndex",
+    "index_arrays",
     "format_index_line",
     "load_index",
     "read_index_entries",
@@ -67,7 +69,7 @@ class RecordIndex:
     binary search; for other keys a dict.
     """
 
-    __slots__ = ("_base", "_by_key", "_dense", "_offsets", "_sorted", "keys", "name")
+    __slots__ = ("_base", "_by_key", "_dense", "_offsets", "_sorted", "_table", "keys", "name")
 
     def __init__(
         self,
@@ -80,6 +82,7 @@ class RecordIndex:
         self.name = name
         self._by_key: dict[Any, int] | None = None
         self._dense: memoryview | None = None  # offsets by key - base (-1: no such key)
+        self._table: np.ndarray | None = None  # (the array behind _dense)
         self._base = 0
         self._sorted: tuple[np.ndarray, memoryview, np.ndarray] | None = None
 
@@ -183,7 +186,7 @@ class RecordIndex:
                 filled += int(np.count_nonzero(table[start : start + _PIECE] >= 0))
             if filled != len(keys):  # a key written twice fills one slot
                 return False
-            self._dense, self._base = int_view(table), base
+            self.use_table(table, base)
             return True
         order = np.argsort(keys, kind="stable")
         sorted_keys = keys[order]
@@ -192,11 +195,21 @@ class RecordIndex:
         self._sorted = (sorted_keys, int_view(sorted_keys), self.offsets[order])
         return True
 
+    def use_table(self, table: np.ndarray, base: int) -> None:
+        """Take ``table`` (offsets by key - ``base``, -1 where no key; checked
+        by the caller) as the lookup table."""
+        self._table, self._dense, self._base = table, int_view(table), base
+
+    @property
+    def dense_table(self) -> tuple[np.ndarray, int] | None:
+        """``(table, base)`` when lookups use a dense table."""
+        return None if self._table is None else (self._table, self._base)
+
     def text(self) -> str:
         """The ``.idx`` file's text (for a large index, :meth:`write_to`)."""
         return "".join(self.text_pieces())
 
-    def text_pieces(self, lines: int = 1 << 20) -> Iterator[str]:
+    def text_pieces(self, lines: int = 1 << 16) -> Iterator[str]:
         """The ``.idx`` text a ``lines``-line piece at a time: memory stays
         that of one piece, whatever the index's size."""
         for start in range(0, len(self), lines):
@@ -246,6 +259,7 @@ def load_index(
     key_type: KeyType = int,
     *,
     storage_options: dict[str, Any] | None = None,
+    cache: bool = True,
 ) -> RecordIndex:
     """Read a ``.idx`` file (a path or a URL). Duplicate keys, malformed lines
     and negative or unaligned offsets raise :class:`IndexFormatError` naming
@@ -253,10 +267,26 @@ def load_index(
 
     Integer ``key<TAB>offset`` lines are parsed by numpy a block at a time
     into two int64 arrays (memory: the arrays, and one block of text); the
-    rest takes a line-by-line path that also names a malformed line."""
+    rest takes a line-by-line path that also names a malformed line.
+
+    ``cache``: read and write the binary copy beside a local ``.idx``
+    (:mod:`.index_cache`); the commands that only inspect a file pass False,
+    so they write nothing beside it."""
     import numpy as np
 
     name = os.fspath(path)
+    from ..storage import is_url
+
+    local_ints = cache and key_type is int and not is_url(path)
+    if local_ints:
+        cached = read_cache(path)
+        if cached is not None:  # (checked there as a parse is checked here)
+            index = RecordIndex(cached[0], cached[1], name)
+            if len(cached[2]):
+                index.use_table(cached[2], cached[3])
+            elif not index.build_lookup():
+                raise duplicate_error(name, None, index.key_list())
+            return index
     parsed = parse_file_fast(path, storage_options) if key_type is int else None
     lines: list[int] | None = None  # position -> line number, when they differ
     if parsed is None:
@@ -275,7 +305,29 @@ def load_index(
         index = RecordIndex(parsed[0], parsed[1], name)
     _check_offsets(index, lines)
     _check_unique(index, lines)
+    if local_ints and isinstance(index.keys, np.ndarray):
+        dense = index.dense_table
+        write_cache(path, index.keys, index.offsets, *(dense if dense else (None, 0)))
     return index
+
+
+def index_arrays(path: str | os.PathLike[str]) -> tuple[Any, np.ndarray]:
+    """``(keys, offsets)`` of an ``.idx`` as it is, for the commands that
+    judge it (duplicates and stray offsets are theirs to report): int64
+    arrays for integer keys (8 bytes a record each, parsed a block at a
+    time), else a list of keys; a malformed line raises
+    :class:`IndexFormatError` naming it."""
+    import numpy as np
+
+    parsed = parse_file_fast(path, None)
+    if parsed is not None:
+        return parsed
+    keys, offsets = read_index_entries(path)
+    bad = next((i for i, off in enumerate(offsets) if not _INT64_MIN < off < _INT64_MAX), None)
+    if bad is not None:  # (line numbers: the text's, blank lines counted as read_index_entries)
+        raise offset_error(os.fspath(path), None, bad, keys[bad], offsets[bad])
+    key_array = _int64_or_none(keys)
+    return (keys if key_array is None else key_array), np.asarray(offsets, dtype=np.int64)
 
 
 def _int64_or_none(keys: list[Any]) -> np.ndarray | None:
