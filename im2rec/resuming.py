@@ -25,9 +25,9 @@ from typing import Any
 
 from .atomic import AtomicGroup, open_output, write_file
 from .errors import DatasetError, Im2RecError
-from .lstfile import ListItem
+from .lstfile import ListItem, ListStream
 from .recordio import frame, read_record, unpack
-from .recordio.files import FileView, open_regular, read_json
+from .recordio.files import FileView, open_regular, pread, read_json
 
 __all__ = [
     "REPORT_HEADER",
@@ -86,7 +86,7 @@ SameRecord = Callable[[ListItem, bytes], bool]
 
 
 def finished(
-    files: PartialFiles, state: dict[str, Any], items: list[ListItem], same: SameRecord
+    files: PartialFiles, state: dict[str, Any], items: ListStream, same: SameRecord
 ) -> bool:
     """The final output exists and its manifest says it was made from this
     very list, root and options, with the sizes it has now, and its last
@@ -100,11 +100,12 @@ def finished(
             return False
     except (OSError, ValueError):
         return False
-    entries = _complete_index_lines(files.idx.read_bytes())
-    if not entries:
+    count, last = _index_tail(files.idx)
+    if not count:
         return files.rec.stat().st_size == 0
-    key, offset, _ = entries[-1]
-    item = next((i for i in reversed(items) if i.key == key), None)
+    key, offset, _ = last[-1]
+    found = items.find(key)
+    item = None if found is None else found[1]
     with _mapped(files.rec) as (buf, size):
         return _record_end(buf, size, str(files.rec), offset, item, same) == size
 
@@ -141,16 +142,18 @@ def _record_end(
 
 
 def recover(
-    files: PartialFiles, items: list[ListItem], state: dict[str, Any], same: SameRecord
-) -> tuple[int, list[int], Counter[str]]:
+    files: PartialFiles, items: ListStream, state: dict[str, Any], same: SameRecord
+) -> tuple[int, int, Counter[str]]:
     """Cut the partial output back to its last whole record (see
     :func:`_record_end`; earlier ones were written before it, so a torn
     tail cannot reach them); return the list position to continue from, the
-    keys written, and the failures so far."""
+    number of records kept, and the failures so far. Memory does not grow
+    with the list: only the last lines of the partial ``.idx`` are held, and
+    the list is read again to find an entry."""
     try:
         saved = read_json(files.state)
     except (OSError, ValueError):
-        return 0, [], Counter()  # nothing (readable) to resume: start over
+        return 0, 0, Counter()  # nothing (readable) to resume: start over
     if saved != state:
         why = differences(saved, state, files.lst.name)
         raise DatasetError(
@@ -158,22 +161,26 @@ def recover(
             "without --resume to start over"
         )
     if not files.rec_tmp.exists() or not files.idx_tmp.exists():
-        return 0, [], Counter()
-    position_of = {item.key: i for i, item in enumerate(items)}
-    entries = _complete_index_lines(files.idx_tmp.read_bytes())
-    keep, rec_end = len(entries), None
+        return 0, 0, Counter()
+    count, last = _index_tail(files.idx_tmp)
+    keep, rec_end, position = count, None, -1
     with _mapped(files.rec_tmp) as (buf, size):
-        while keep and rec_end is None:
-            key, offset, _ = entries[keep - 1]
-            item = items[position_of[key]] if key in position_of else None
-            rec_end = _record_end(buf, size, str(files.rec_tmp), offset, item, same)
-            keep -= rec_end is None
-    entries = entries[:keep]
+        while last and rec_end is None:
+            key, offset, _ = last[-1]
+            found = items.find(key)
+            if found is not None:
+                position = found[0]
+                rec_end = _record_end(buf, size, str(files.rec_tmp), offset, found[1], same)
+            if rec_end is None:
+                last.pop()
+                keep -= 1
+    if rec_end is None:  # none of the last lines is whole: start over
+        keep = 0
     os.truncate(files.rec_tmp, rec_end or 0)
-    os.truncate(files.idx_tmp, entries[-1][2] if keep else 0)
-    start = position_of[entries[-1][0]] + 1 if keep else 0
+    os.truncate(files.idx_tmp, last[-1][2] if keep else 0)
+    start = position + 1 if keep else 0
     start, failures = _cut_report(files.report_tmp, items, start)
-    return start, [key for key, _, _ in entries], failures
+    return start, keep, failures
 
 
 def differences(saved: Any, state: dict[str, Any], lst: str) -> str:
@@ -286,21 +293,43 @@ def replaceable(
         )
 
 
-def _complete_index_lines(data: bytes) -> list[tuple[int, int, int]]:
-    """``(key, offset, end of line)`` for every whole, well-formed line."""
-    out: list[tuple[int, int, int]] = []
-    pos = 0
-    while (nl := data.find(b"\n", pos)) != -1:
-        try:
-            key, offset = (int(v) for v in data[pos:nl].split(b"\t"))
-        except ValueError:
-            break
-        pos = nl + 1
-        out.append((key, offset, pos))
-    return out
+#: the last lines of a partial .idx kept for the search back to a whole record
+_TAIL = 256
 
 
-def _cut_report(report: Path, items: list[ListItem], start: int) -> tuple[int, Counter[str]]:
+def _index_tail(idx: Path) -> tuple[int, list[tuple[int, int, int]]]:
+    """How many whole, well-formed lines a (partial) ``.idx`` starts with,
+    and ``(key, offset, end of line)`` of the last :data:`_TAIL` of them:
+    read a block at a time (a torn write leaves at most the end broken)."""
+    from collections import deque
+
+    count = 0
+    tail: deque[tuple[int, int, int]] = deque(maxlen=_TAIL)
+    fd, size = open_regular(idx)
+    try:
+        at, rest = 0, b""
+        while at < size:
+            block = rest + pread(fd, min(1 << 20, size - at), at)
+            if len(block) == len(rest):
+                break
+            base = at - len(rest)
+            at += len(block) - len(rest)
+            pos = 0
+            while (nl := block.find(b"\n", pos)) != -1:
+                try:
+                    key, offset = (int(v) for v in block[pos:nl].split(b"\t"))
+                except ValueError:
+                    return count, list(tail)
+                pos = nl + 1
+                count += 1
+                tail.append((key, offset, base + pos))
+            rest = block[pos:]
+    finally:
+        os.close(fd)
+    return count, list(tail)
+
+
+def _cut_report(report: Path, items: ListStream, start: int) -> tuple[int, Counter[str]]:
     """Keep the failures logged before the resume point, and those of the
     entries right after it (failures are logged as they happen, so entries
     that failed after the last whole record need not be tried again: the
@@ -313,6 +342,8 @@ def _cut_report(report: Path, items: list[ListItem], start: int) -> tuple[int, C
     except OSError:
         raw = []
     kept = [REPORT_HEADER]
+    following = items.from_position(start)  # (read as far as the failures reach)
+    next_item = next(following, None)
     for i in range(1, len(raw) - 1):  # the piece after the last newline is no whole line
         try:
             line = raw[i].decode("utf-8") + "\n"
@@ -321,10 +352,11 @@ def _cut_report(report: Path, items: list[ListItem], start: int) -> tuple[int, C
         fields = line.rstrip("\n").split("\t")
         if len(fields) != 5 or not (fields[0].isascii() and fields[0].isdigit()):
             break
-        if start < len(items) and int(fields[0]) >= items[start].line:
-            if int(fields[0]) != items[start].line:
+        if next_item is not None and int(fields[0]) >= next_item.line:
+            if int(fields[0]) != next_item.line:
                 break  # an entry after the resume point did not fail: redo from there
             start += 1
+            next_item = next(following, None)
         kept.append(line)
         failures[fields[3]] += 1
     write_file(report, "".join(kept))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -38,7 +39,7 @@ import numpy as np
 from .atomic import exclusive, write_file
 from .errors import ConfigError, DatasetError
 from .executors import WORKER_DIED, LocalExecutor, WorkerCrashed
-from .lstfile import ListItem, item_line, read_lst
+from .lstfile import ListItem, ListStream, item_line
 from .packing import (
     DiskFullError,
     PackInterrupted,
@@ -79,10 +80,23 @@ class ShardSpec:
     name: str
     index: int
     count: int
-    items: tuple[ListItem, ...]
+    #: the shard's lines of the list, as a .lst text (a few bytes more than
+    #: its paths: no Python object a line, so a spec ships small)
+    text: str
+    entries: int
     options: PackOptions
     root: str
     out_dir: str
+
+    @property
+    def items(self) -> list[ListItem]:
+        """The shard's entries (lines numbered within the shard's own list)."""
+        return [
+            ListItem(int(key), tuple(map(float, labels)), path, line)
+            for line, (key, *labels, path) in enumerate(
+                (raw.split("\t") for raw in self.text.splitlines()), 1
+            )
+        ]
 
     @property
     def stem(self) -> str:
@@ -98,7 +112,7 @@ class ShardSpec:
         return str(self.path(suffix))
 
     def list_text(self) -> str:
-        return "".join(map(item_line, self.items))
+        return self.text
 
     def state(self) -> dict[str, Any]:
         """What a finished shard's manifest must record (see :mod:`.resuming`)."""
@@ -128,7 +142,7 @@ class ShardResult:
     def verified(cls, spec: ShardSpec, manifest: dict[str, Any]) -> ShardResult:
         """The result of a finished shard that ``--resume`` skips, from its manifest."""
         return cls(
-            spec.index, len(spec.items), manifest["records"], Counter(manifest["failures"]),
+            spec.index, spec.entries, manifest["records"], Counter(manifest["failures"]),
             manifest["rec"]["bytes"], 0.0, skipped=True,
         )  # fmt: skip
 
@@ -139,31 +153,29 @@ def shard_stem(name: str, index: int, count: int) -> str:
 
 def shard_specs(
     lst: Path,
-    items: Sequence[ListItem],
+    items: ListStream | Sequence[ListItem],
     count: int,
     options: PackOptions,
     root: str,
     out_dir: str | None = None,
 ) -> list[ShardSpec]:
     """Contiguous, balanced slices of the list, in list order; the outputs go
-    to ``out_dir`` (a folder or a URL prefix; default: beside the list)."""
+    to ``out_dir`` (a folder or a URL prefix; default: beside the list).
+    ``items`` is read once, in order (a :class:`ListStream` reads the file)."""
     if not 1 <= count <= len(items):
         raise ConfigError(
             f"--shards must be between 1 and the {len(items):,} entries of {lst.name}"
         )
-    bounds = np.linspace(0, len(items), count + 1).round().astype(int)
-    return [
-        ShardSpec(
-            lst.stem,
-            i,
-            count,
-            tuple(items[bounds[i] : bounds[i + 1]]),
-            options,
-            root,
-            out_dir or str(lst.parent.resolve()),
-        )  # fmt: skip
-        for i in range(count)
-    ]
+    bounds = np.linspace(0, len(items), count + 1).round().astype(int).tolist()
+    entries = iter(items)
+    specs = []
+    for i in range(count):
+        size = bounds[i + 1] - bounds[i]
+        text = "".join(map(item_line, itertools.islice(entries, size)))
+        spec = ShardSpec(lst.stem, i, count, text, size, options, root,
+                         out_dir or str(lst.parent.resolve()))  # fmt: skip
+        specs.append(spec)
+    return specs
 
 
 _STOPPED = {
@@ -255,7 +267,7 @@ def write_global_index(specs: Sequence[ShardSpec], path: str) -> int:
     offsets: list[np.ndarray] = []
     base = 0
     for spec in specs:
-        index = load_index(spec.location(".idx"))
+        index = load_index(spec.location(".idx"), cache=False)
         keys.extend(index.key_list())
         offsets.append(index.offsets + base)
         base += size_of(spec.location(".rec")) or 0
@@ -273,7 +285,7 @@ def write_shard_manifest(
         {
             "rec": spec.path(".rec").name,
             "idx": spec.path(".idx").name,
-            "entries": len(spec.items),
+            "entries": spec.entries,
             "records": by_index[spec.index].records,
             "bytes": by_index[spec.index].bytes,
             "failures": dict(by_index[spec.index].failures),
@@ -417,7 +429,7 @@ def _pack_sharded(
     path: Path, options: PackOptions, run: _Run, shown: str, out_dir: str
 ) -> ShardedResult:
     """Pack the local list ``path`` (shown as ``shown``) into shards in ``out_dir``."""
-    items = read_lst(path)
+    items = ListStream.scan(path)  # (read again, once, to make the shards' texts)
     if not items:
         raise DatasetError(f"{shown}: the list has no entries")
     root_s = resolve_root(path, run.root)
@@ -429,7 +441,7 @@ def _pack_sharded(
     for spec in specs if not run.overwrite and not is_url(out_dir) else ():
         rec = spec.path(".rec")
         check_replaceable(rec, spec.path(".pack.json"), spec.state(), path.name, "the shards")
-    run.runner.check(root_s, items[0].path, out_dir)
+    run.runner.check(root_s, next(iter(items)).path, out_dir)
     results: list[ShardResult] = []
     progress = {spec.index: (0, 0) for spec in specs}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,6 @@ from typing import Any
 from ..errors import (
     Im2RecError,
 )
-from ..lstfile import ListItem
 from ..resuming import (
     PartialFiles,
 )
@@ -75,9 +75,7 @@ class PackResult:
         return d
 
 
-def result_from_manifest(
-    files: PartialFiles, items: list[ListItem], manifest: dict[str, Any]
-) -> PackResult:
+def result_from_manifest(files: PartialFiles, items: Sized, manifest: dict[str, Any]) -> PackResult:
     """The result of a finished pack, from its manifest."""
     report = files.report if files.report.exists() else None
     return PackResult(

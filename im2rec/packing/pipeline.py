@@ -4,11 +4,12 @@ records (images fetched ahead when they are in a store), the manifest."""
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ..errors import (
     MissingFileError,
 )
 from ..executors import LocalExecutor, WorkerCrashed
-from ..lstfile import ListItem, find_root, printable, read_lst
+from ..lstfile import ListItem, ListStream, find_root, printable
 from ..recordio import IndexedRecordWriter
 from ..recordio.files import read_json
 from ..resuming import (
@@ -103,7 +104,8 @@ def pack_files(files: PartialFiles, run: PackRun) -> PackResult:
 
         return pack_faces(files, run)
     options, resume = run.options, run.resume
-    items = read_lst(files.lst)
+    # the list checked, then read again as it is packed: nothing a line is held
+    items = ListStream.scan(files.lst)
     if not items:
         raise DatasetError(f"{files.lst}: the list has no entries")
     state = run_state(files, options, run.root)
@@ -119,15 +121,15 @@ def pack_files(files: PartialFiles, run: PackRun) -> PackResult:
 
     if resume and not files.state.exists() and finished(files, state, items, same):
         return result_from_manifest(files, items, read_json(files.manifest))
-    start, keys, failures = recover(files, items, state, same) if resume else (0, [], Counter())
+    start, written, failures = recover(files, items, state, same) if resume else (0, 0, Counter())
     discarded = files.rec_tmp.stat().st_size if not resume and files.rec_tmp.exists() else 0
     if not start:
         start_fresh(files, state)
     result = PackResult(
-        files.lst, files.rec, files.idx, files.manifest, None, len(items), len(keys),
+        files.lst, files.rec, files.idx, files.manifest, None, len(items), written,
         failures, resumed_from=start, root=state["root"],
     )  # fmt: skip
-    result.dropped_labels = 0 if options.pack_label else sum(len(i.labels) > 1 for i in items)
+    result.dropped_labels = 0 if options.pack_label else items.multi_label
     result.discarded_partial = discarded
     writer = IndexedRecordWriter(
         files.rec, files.idx, temp=files.rec_tmp, idx_temp=files.idx_tmp,
@@ -202,7 +204,7 @@ FETCHERS = 32
 
 
 def _write_records(
-    items: Sequence[ListItem],
+    items: ListStream,
     start: int,
     encoder: Encoder,
     executor: LocalExecutor,
@@ -213,18 +215,24 @@ def _write_records(
 ) -> None:
     # Pass-through only reads files: threads, which wait on I/O without the GIL.
     io_bound = encoder.options.pass_through
+    # One read of the list, shared (tee keeps only the entries between the
+    # workers' feed and the writer: the executor's window of them).
     with LocalExecutor(FETCHERS // 2 if is_url(encoder.root) else 0) as fetcher:
         if fetcher.workers:  # from a store: many requests in flight, encoding in the pool
-            read = fetcher.map_ordered(encoder.read, items[start:], io_bound=True)
-            pairs = zip(items[start:], read, strict=True)
+            fed, paired, written = itertools.tee(items.from_position(start), 3)
+            read = fetcher.map_ordered(encoder.read, fed, io_bound=True)
+            pairs = zip(paired, read, strict=True)
             outcomes = executor.map_ordered(encoder.encode_read, pairs, io_bound=io_bound)
         else:
-            outcomes = executor.map_ordered(encoder, items[start:], io_bound=io_bound)
-        _write_outcomes(items, start, outcomes, writer, report, result, on_progress)
+            fed, written = itertools.tee(items.from_position(start), 2)
+            outcomes = executor.map_ordered(encoder, fed, io_bound=io_bound)
+        _write_outcomes(written, len(items), start, outcomes, writer, report, result,
+                        on_progress)  # fmt: skip
 
 
 def _write_outcomes(
-    items: Sequence[ListItem],
+    items: Iterator[ListItem],
+    total: int,
     start: int,
     outcomes: Iterator[Packed | Failure],
     writer: IndexedRecordWriter,
@@ -234,8 +242,7 @@ def _write_outcomes(
 ) -> None:
     handled = start  # entries whose record or failure line is written
     try:
-        for position, outcome in enumerate(outcomes, start):
-            item = items[position]
+        for position, (item, outcome) in enumerate(zip(items, outcomes, strict=True), start):
             if isinstance(outcome, Failure):
                 result.failures[outcome.reason] += 1
                 # line-buffered, so no failure is lost when later records reach the disk
@@ -246,17 +253,17 @@ def _write_outcomes(
                 result.records += 1
             handled = position + 1
             if on_progress is not None:
-                on_progress(position + 1, len(items), writer.tell())
+                on_progress(position + 1, total, writer.tell())
         writer.close()
     except KeyboardInterrupt:
         writer.suspend()
         raise PackInterrupted(
-            f"interrupted after {handled:,} of {len(items):,} entries of {result.lst}; {KEPT}"
+            f"interrupted after {handled:,} of {total:,} entries of {result.lst}; {KEPT}"
         ) from None
     except WorkerCrashed as exc:
         writer.suspend()
         raise WorkerCrashed(
-            f"{result.lst}: a worker process died after {handled:,} of {len(items):,} entries "
+            f"{result.lst}: a worker process died after {handled:,} of {total:,} entries "
             f"(killed, out of memory, or a crash while decoding an image); {KEPT}"
         ) from exc
     except OSError as exc:
