@@ -27,14 +27,16 @@ import contextlib
 import json
 import os
 import random
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from .atomic import AtomicGroup
+from .entries import Entries, Entry, EntryView, labels_of, shuffle_positions
 from .errors import ConfigError, DatasetError, MissingFileError
-from .lstfile import bad_chars, cannot_carry, class_map_text, lst_text, printable
+from .lstfile import bad_chars, cannot_carry, class_map_text, lst_pieces, printable
 from .recordio.files import parse_json, read_json
 from .storage import is_url, read_bytes, write_bytes
 from .storage.listing import walk_prefix
@@ -101,21 +103,12 @@ def _normalise_ext(ext: str) -> str:
     return ext if ext.startswith(".") else f".{ext}"
 
 
-class Entry(NamedTuple):
-    """One ``.lst`` line: its index (which becomes the record key and header
-    id when packed), label, and path relative to the root."""
-
-    key: int
-    label: int
-    path: str
-
-
 @dataclass
 class Scan:
     """What a folder walk found."""
 
     root: str
-    entries: list[Entry]
+    entries: Sequence[Entry]  # (an Entries: compact, see im2rec.entries)
     #: label -> folder relative to the root ("." for the root itself)
     classes: list[str]
     #: reason -> paths (relative to the root) that were not listed
@@ -134,12 +127,12 @@ def scan_folder(
         raise MissingFileError(f"{root_s}: no such folder")
     elif not os.path.isdir(root_s):
         raise DatasetError(f"{root_s}: is a file, not a folder of images")
-    entries: list[Entry] = []
+    entries = Entries()
     labels: dict[str, int] = {}
     unsafe: list[str] = []
     escaping: list[str] = []  # bucket keys that are no plain paths
     folders = 0
-    add, new = entries.append, tuple.__new__  # per-image hot loop
+    add = entries.add  # per-image hot loop
     walk = (
         walk_prefix(root_s, options.exts, options.recursive, refused=escaping)
         if remote
@@ -159,7 +152,7 @@ def scan_folder(
                 continue
             if label < 0:
                 label = labels.setdefault(rel_dir, len(labels))
-            add(new(Entry, (len(entries), label, path)))
+            add(label, path)
         if on_progress is not None:
             on_progress(folders, len(entries))
     skipped = {UNSAFE_NAME: unsafe, ESCAPING_KEY: escaping}
@@ -247,16 +240,16 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 def _drop_small_classes(scan: Scan, minimum: int) -> Scan:
-    counts = Counter(e.label for e in scan.entries)
+    counts = _label_counts(scan.entries)
     keep = [label for label in range(len(scan.classes)) if counts[label] >= minimum]
     if len(keep) == len(scan.classes):
         return scan
     relabel = {old: new for new, old in enumerate(keep)}
-    entries: list[Entry] = []
+    entries = Entries()
     dropped: list[str] = []
     for e in scan.entries:
         if e.label in relabel:
-            entries.append(Entry(len(entries), relabel[e.label], e.path))
+            entries.add(relabel[e.label], e.path)
         else:
             dropped.append(e.path)
     skipped = {**scan.skipped, SMALL_CLASS: dropped}
@@ -276,9 +269,10 @@ def _nothing_found(root: str, options: ListOptions, scan: Scan) -> str:
     return f"{root}: no images found (extensions {exts}){hint}"
 
 
-def plan_lists(entries: list[Entry], options: ListOptions) -> list[tuple[str, list[Entry]]]:
+def plan_lists(entries: Sequence[Entry], options: ListOptions) -> list[tuple[str, Sequence[Entry]]]:
     """Shuffle, chunk and split: ``[(name suffix, entries), ...]`` in the
-    order im2rec.py writes the files (``_test``, ``_val``, ``_train`` per chunk)."""
+    order im2rec.py writes the files (``_test``, ``_val``, ``_train`` per chunk).
+    Positions are shuffled and cut, 8 bytes an entry; the lists are views."""
     if options.chunks > max(1, len(entries)):
         # (im2rec.py would write an empty list per chunk past the last image:
         # a billion of them for --chunks 1000000000)
@@ -286,20 +280,20 @@ def plan_lists(entries: list[Entry], options: ListOptions) -> list[tuple[str, li
             f"--chunks {options.chunks:,} is more than the {len(entries):,} images found; each "
             "chunk past the last image would be an empty list: ask for at most that many"
         )
-    items = list(entries)
+    order = array("q", range(len(entries)))
     if options.shuffle:
-        random.Random(options.seed).shuffle(items)
-    chunk_size = (len(items) + options.chunks - 1) // options.chunks
+        shuffle_positions(order, random.Random(options.seed))
+    chunk_size = (len(order) + options.chunks - 1) // options.chunks
     train_r, test_r = options.train_ratio, options.test_ratio
-    out: list[tuple[str, list[Entry]]] = []
+    out: list[tuple[str, Sequence[Entry]]] = []
     for c in range(options.chunks):
-        chunk = items[c * chunk_size : (c + 1) * chunk_size]
+        chunk = order[c * chunk_size : (c + 1) * chunk_size]
         tag = f"_{c}" if options.chunks > 1 else ""
         if train_r == 1.0:
-            out.append((tag, chunk))
+            out.append((tag, EntryView(entries, chunk)))
             continue
         if options.stratify:
-            test, train, val = _stratified(chunk, train_r, test_r)
+            test, train, val = _stratified(labels_of(entries, chunk), chunk, train_r, test_r)
         else:
             # im2rec.py sizes every chunk's splits from chunk_size, not len(chunk)
             sep, sep_test = int(chunk_size * train_r), int(chunk_size * test_r)
@@ -309,31 +303,42 @@ def plan_lists(entries: list[Entry], options: ListOptions) -> list[tuple[str, li
                 chunk[sep_test + sep :],
             )
         if test_r:
-            out.append((f"{tag}_test", test))
+            out.append((f"{tag}_test", EntryView(entries, test)))
         if train_r + test_r < 1.0:
-            out.append((f"{tag}_val", val))
-        out.append((f"{tag}_train", train))
+            out.append((f"{tag}_val", EntryView(entries, val)))
+        out.append((f"{tag}_train", EntryView(entries, train)))
     return out
 
 
-def _stratified(chunk: list[Entry], train_r: float, test_r: float) -> tuple[list[Entry], ...]:
+def _stratified(
+    labels: list[int], chunk: array[int], train_r: float, test_r: float
+) -> tuple[array[int], array[int], array[int]]:
     """Split each class of the chunk in the given proportions (rounded to
     the nearest image), keeping the chunk's order inside every split."""
     by_class: dict[int, list[int]] = {}
-    for pos, e in enumerate(chunk):
-        by_class.setdefault(e.label, []).append(pos)
-    split_of = [0] * len(chunk)  # 0 test, 1 train, 2 val
+    for pos, label in enumerate(labels):
+        by_class.setdefault(label, []).append(pos)
+    split_of = bytearray(len(chunk))  # 0 test, 1 train, 2 val
     for positions in by_class.values():
         n = len(positions)
         n_test = min(n, int(n * test_r + 0.5))
         n_train = n - n_test if train_r + test_r >= 1.0 else min(n - n_test, int(n * train_r + 0.5))
         for rank, pos in enumerate(positions):
             split_of[pos] = 0 if rank < n_test else 1 if rank < n_test + n_train else 2
-    return tuple([e for e, s in zip(chunk, split_of, strict=True) if s == k] for k in range(3))
+    parts = (array("q"), array("q"), array("q"))
+    for p, s in zip(chunk, split_of, strict=True):
+        parts[s].append(p)
+    return parts
+
+
+def _label_counts(entries: Sequence[Entry]) -> Counter[int]:
+    if isinstance(entries, Entries):
+        return Counter(entries.labels)
+    return Counter(e.label for e in entries)
 
 
 def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
-    counts = Counter(e.label for e in scan.entries)
+    counts = _label_counts(scan.entries)
     return {
         "root": scan.root if is_url(scan.root) else os.path.abspath(scan.root),
         "images": len(scan.entries),
@@ -391,10 +396,9 @@ def make_lists(
     lists: list[tuple[str, int]] = []
     texts: list[tuple[str, str]] = []  # (path, content), the run record last
     label_texts = [f"{label:f}" for label in range(len(scan.classes))]
-    for suffix, entries in plan_lists(scan.entries, options):
-        path = f"{prefix_s}{suffix}.lst"
-        texts.append((path, lst_text(entries, label_texts)))
-        lists.append((path, len(entries)))
+    planned = plan_lists(scan.entries, options)
+    for suffix, entries in planned:
+        lists.append((f"{prefix_s}{suffix}.lst", len(entries)))
     texts.append((names["classes.tsv"], class_map_text(scan.classes)))
     report = names["skipped.tsv"] if scan.skipped else None
     if report:
@@ -404,10 +408,16 @@ def make_lists(
     manifest = {**result.to_dict(), "options": _options_dict(options)}
     texts.append((names["lists.json"], json.dumps(manifest, indent=1) + "\n"))
     if remote:  # each object appears whole; the run record last
+        for (path, _), (_, entries) in zip(lists, planned, strict=True):
+            write_bytes(path, "".join(lst_pieces(entries, label_texts)).encode("utf-8"))
         for path, text in texts:
             write_bytes(path, text.encode("utf-8"))
     else:
         with AtomicGroup() as group:
+            for (path, _), (_, entries) in zip(lists, planned, strict=True):
+                with group.open(path) as f:  # a piece at a time: the text is never whole
+                    for piece in lst_pieces(entries, label_texts):
+                        f.write(piece.encode("utf-8"))
             for path, text in texts:
                 group.write_text(path, text)
     for path in stale - {p for p, _ in lists} - ({report} if report else set()):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "find_root",
     "format_lst_line",
     "item_line",
+    "lst_pieces",
     "lst_text",
     "printable",
     "read_class_map",
@@ -353,7 +354,16 @@ def item_line(item: ListItem) -> str:
 
 def lst_text(entries: Sequence[tuple[int, int, str]], label_texts: list[str]) -> str:
     # format_lst_line for a whole list, with each label's text made once
-    return "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in entries])
+    return "".join(lst_pieces(entries, label_texts))
+
+
+def lst_pieces(
+    entries: Iterable[tuple[int, int, str]], label_texts: list[str], lines: int = 1 << 13
+) -> Iterator[str]:
+    """:func:`lst_text` a ``lines``-line piece at a time (memory: one piece)."""
+    source = iter(entries)
+    while piece := list(itertools.islice(source, lines)):
+        yield "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in piece])
 
 
 def class_map_text(classes: list[str]) -> str:

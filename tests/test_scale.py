@@ -432,3 +432,28 @@ def test_inspection_memory_is_a_few_bytes_a_record(
         peaks.append(peak_of(*args, cwd=tmp_path))
     per_record = (peaks[1] - peaks[0]) / 700_000 / (2 if command[0] == "merge" else 1)
     assert per_record < 40, f"rec {command[0]}: {per_record:.1f} bytes a record"
+
+
+def tree_of(folder: Path, files: int) -> Path:
+    """``files`` empty .jpg files in 100 class folders (listing reads names only)."""
+    for i in range(files):
+        sub = folder / f"class{i % 100:03d}"
+        if i < 100:
+            sub.mkdir(parents=True)
+        os.close(os.open(sub / f"image_{i:08d}.jpg", os.O_CREAT | os.O_WRONLY, 0o644))
+    return folder
+
+
+def test_list_memory_is_a_small_multiple_of_the_path_bytes(tmp_path: Path) -> None:
+    # each file once took a tuple, an int and a str (~190 bytes) for the
+    # whole run, and each list's text was made whole before it was written
+    # (254 bytes a file here); now its path bytes, 12 bytes in arrays and 8
+    # a position in each list, and the buffers' growth
+    small, big = tree_of(tmp_path / "s", 1000), tree_of(tmp_path / "b", 120_000)
+    peaks = [peak_of("list", str(root), "-o", str(tmp_path / root.name), "--recursive", "-q",
+                     "--train-ratio", "0.9", cwd=tmp_path) for root in (small, big)]  # fmt: skip
+    per_file = (peaks[1] - peaks[0]) / 119_000
+    path_bytes = len("class000/image_00000000.jpg")
+    assert per_file < 4 * path_bytes, f"rec list: {per_file:.0f} bytes a file"
+    lines = (tmp_path / "b_train.lst").read_text().splitlines()
+    assert len(lines) + len((tmp_path / "b_val.lst").read_text().splitlines()) == 120_000
