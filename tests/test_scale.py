@@ -126,15 +126,12 @@ def test_drop_in_idx_is_a_mapping_code_may_edit(tmp_path: Path) -> None:
 
 # -- memory of real processes -------------------------------------------------------
 
+# status(), pss(pid), children(): what bench/bench_scale.py measures with
+PROCMEM = (Path(__file__).parents[1] / "bench" / "procmem.py").read_text()
+
 PROBE = """
 import json, random, sys
 from im2rec.recordio import {cls}
-def status():
-    found = {{}}
-    for line in open("/proc/self/status"):
-        if line.startswith(("VmRSS", "VmHWM")):
-            found[line.split(":")[0]] = int(line.split()[1]) * 1024
-    return found
 import numpy  # (counted in the base, as the reader imports it)
 base = status()
 reader = {make}
@@ -147,7 +144,7 @@ print(json.dumps({{"base": base, "after": status(), "n": n}}))
 
 def probe(code: str, rec: Path) -> dict[str, int]:
     """RSS grown by opening ``rec`` and reading from it, and the peak while opening."""
-    code = code.replace("sys.argv[1]", repr(str(rec)))
+    code = PROCMEM + code.replace("sys.argv[1]", repr(str(rec)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     return {"rss": data["after"]["VmRSS"] - data["base"]["VmRSS"],
@@ -192,24 +189,10 @@ import torch
 from torch.utils.data import DataLoader
 from im2rec import RecordDataset
 
-def pss(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-def children():
-    found = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            found += [int(p) for p in f.read().split()]
-    return found
-
 ds = RecordDataset(sys.argv[1], output="bytes")
 sampler = torch.utils.data.RandomSampler(ds, num_samples=4000, generator=torch.Generator().manual_seed(0))
 loader = DataLoader(ds, batch_size=100, sampler=sampler, num_workers=4, persistent_workers=True,
-                    multiprocessing_context="fork", collate_fn=lambda batch: len(batch))
+                    multiprocessing_context=sys.argv[2], collate_fn=len)
 for epoch in range(2):
     seen = sum(loader)
 workers = children()
@@ -218,20 +201,25 @@ print(json.dumps({"pss": total, "workers": len(workers), "seen": seen}))
 """
 
 
-def test_dataloader_workers_share_the_index(million: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_dataloader_workers_share_the_index(million: Path, tmp_path: Path, start: str) -> None:
     pytest.importorskip("torch")
     small = synthetic(tmp_path / "k", 1000)
+    load_index(million.with_suffix(".idx"))  # (the binary copy exists)
 
     def total_pss(rec: Path) -> int:
-        out = subprocess.run([sys.executable, "-c", LOADER, str(rec)], capture_output=True,
-                             text=True, check=True, timeout=600)  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", PROCMEM + LOADER, str(rec), start],
+                             capture_output=True, text=True, check=True, timeout=600)  # fmt: skip
         data = json.loads(out.stdout.strip().splitlines()[-1])
-        assert data["workers"] == 4 and data["seen"] == 4000, data
+        # (spawn starts multiprocessing's resource tracker as well)
+        assert data["workers"] == 4 + (start == "spawn") and data["seen"] == 4000, data
         return int(data["pss"])
 
     grown = total_pss(million) - total_pss(small)
-    # the parent's 24 MB of arrays, shared with the workers (fork): each
-    # worker copying Python objects touched by refcounts would add ~190 MB
+    # the parent's 24 MB of arrays, shared with the workers: forked, each
+    # worker copying Python objects touched by refcounts would add ~190 MB;
+    # spawned, each would receive 16 MB of arrays and build an 8 MB table
+    # (+96 MB) if it did not map the parent's binary copy again
     assert grown < 60 << 20, f"parent + 4 workers grew {grown / 1e6:.0f} MB for 1M records"
 
 
@@ -256,6 +244,28 @@ def test_the_copy_gives_the_same_index(cached: Path) -> None:
     index = load_index(cached)
     assert list(index.key_view()) == list(range(3000))
     assert index.offset_of(2999) == 2999 * RECORD.itemsize and index.dense_table is not None
+
+
+def test_a_mapped_index_travels_as_the_name_of_its_copy(cached: Path) -> None:
+    from im2rec.errors import IndexFormatError
+    from im2rec.recordio import index_cache
+
+    index = load_index(cached)
+    sent = pickle.dumps(index)
+    assert len(sent) < 1000  # (not the 72 kB of arrays)
+    again = pickle.loads(sent)
+    assert again.offset_of(2999) == index.offset_of(2999) and len(again) == 3000
+    assert not again.offsets.flags.writeable  # a view of the shared pages
+    assert pickle.loads(sent).offsets is again.offsets  # mapped once a process
+    del again
+    copy = Path(index_cache.cache_path(cached))
+    (copy.parent / "new").write_bytes(copy.read_bytes())
+    os.replace(copy.parent / "new", copy)  # the same bytes, in a copy made after the open
+    with pytest.raises(IndexFormatError, match="changed after the dataset was opened"):
+        pickle.loads(sent)
+    copy.unlink()
+    with pytest.raises(IndexFormatError, match="binary copy is gone"):
+        pickle.loads(sent)
 
 
 def test_a_changed_idx_is_parsed_again(cached: Path) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import IndexFormatError
-from .index_cache import read_cache, write_cache
+from .index_cache import read_cache, shareable, write_cache
 from .index_text import (
     duplicate_error,
     offset_error,
@@ -69,7 +69,16 @@ class RecordIndex:
     binary search; for other keys a dict.
     """
 
-    __slots__ = ("_base", "_by_key", "_dense", "_offsets", "_sorted", "_table", "keys", "name")
+    __slots__ = (
+        "_base",
+        "_by_key",
+        "_dense",
+        "_offsets",
+        "_sorted",
+        "_table",
+        "keys",
+        "name",
+    )
 
     def __init__(
         self,
@@ -98,13 +107,22 @@ class RecordIndex:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def __getstate__(self) -> tuple[Any, Any, str]:
-        # the lookup table is made again where it is used (a DataLoader
-        # worker under spawn): it is larger than the arrays it is made from
-        return (self.keys, self._offsets, self.name)
+    def __getstate__(self) -> tuple[Any, ...]:
+        # arrays mapped from the binary copy travel as its name and are
+        # mapped again where they are used (a DataLoader worker under
+        # spawn), so every worker shares the parent's pages; other arrays
+        # travel whole, and the lookup table is made again there (it is
+        # larger than the arrays it is made from)
+        table = shareable(self._table)
+        if table is self._table:
+            table = None
+        return (shareable(self.keys), shareable(self._offsets), self.name, table, self._base)
 
-    def __setstate__(self, state: tuple[Any, Any, str]) -> None:
-        self.__init__(*state)  # type: ignore[misc]
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        keys, offsets, name, table, base = state
+        self.__init__(keys, offsets, name)  # type: ignore[misc]
+        if table is not None and len(table):
+            self.use_table(table, base)
 
     def key_list(self) -> list[Any]:
         """Keys as a list of Python objects (a Python int a record: prefer
@@ -281,9 +299,9 @@ def load_index(
     if local_ints:
         cached = read_cache(path)
         if cached is not None:  # (checked there as a parse is checked here)
-            index = RecordIndex(cached[0], cached[1], name)
-            if len(cached[2]):
-                index.use_table(cached[2], cached[3])
+            index = RecordIndex(cached.keys, cached.offsets, name)
+            if len(cached.table):
+                index.use_table(cached.table, cached.base)
             elif not index.build_lookup():
                 raise duplicate_error(name, None, index.key_list())
             return index

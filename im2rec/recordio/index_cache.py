@@ -21,6 +21,11 @@ The copy is never trusted blindly:
   also proves the keys unique. So a planted or damaged copy can at most
   give a valid index, which a planted ``.idx`` could give as well.
 
+It is mapped read-only (``mmap``, shared): the keys, offsets and table are
+views of the page cache, so every process that opens the same index, a
+DataLoader worker forked or spawned (which maps the copy its parent checked
+again instead of receiving the arrays pickled), holds the same pages.
+
 It is written atomically (a temporary file renamed into place) after a
 parse of at least :data:`CACHE_FROM` lines, and silently not written where
 the folder is read-only. ``IM2REC_INDEX_CACHE=0`` turns it off (neither read
@@ -29,15 +34,28 @@ nor written).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import mmap
 import os
 import struct
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CACHE_FROM", "cache_path", "read_cache", "write_cache"]
+__all__ = [
+    "CACHE_FROM",
+    "Cached",
+    "Mapped",
+    "cache_path",
+    "map_again",
+    "part_of",
+    "read_cache",
+    "shareable",
+    "write_cache",
+]
 
 MAGIC = b"IM2RIDX1"
 #: size, mtime_ns, inode, device, fingerprint, count, base, span
@@ -69,16 +87,32 @@ def _identity(fd: int) -> tuple[int, int, int, int, bytes]:
     return size, info.st_mtime_ns, info.st_ino, info.st_dev, digest.digest()
 
 
-def read_cache(
-    idx: str | os.PathLike[str],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """``(keys, offsets, dense table, base)`` from the copy of ``idx``, or
-    None when there is no usable copy (see the module doc); the table is
-    empty for sparse keys."""
-    import numpy as np
+class Mapped(NamedTuple):
+    """Which copy an index's arrays are mapped from: a worker process maps
+    the same file again (its pages are the parent's, in the page cache)
+    instead of receiving the arrays pickled."""
 
+    path: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    records: int
+    span: int
+
+
+class Cached(NamedTuple):
+    keys: np.ndarray
+    offsets: np.ndarray
+    table: np.ndarray  # empty for sparse keys
+    base: int
+    source: Mapped
+
+
+def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
+    """The arrays of the copy of ``idx``, mapped read-only, or None when
+    there is no usable copy (see the module doc)."""
     from .files import open_regular
-    from .views import int_view
 
     if not enabled():
         return None
@@ -102,28 +136,119 @@ def read_cache(
         idx_size, mtime, ino, dev, fingerprint, count, base, span = fields
         if magic != MAGIC or (idx_size, mtime, ino, dev, fingerprint) != identity:
             return None
-        # bounded before allocating: a line is at least 4 bytes ("0\t0\n")
+        # bounded before mapping: a line is at least 4 bytes ("0\t0\n")
         if count > idx_size // 4 + 1 or span > 2 * count + 1024:
             return None
         if size != _HEADER.size + 8 * (2 * count + span):
             return None
-        arrays = [np.empty(n, dtype="<i8") for n in (count, count, span)]
-        with os.fdopen(os.dup(fd), "rb", buffering=0) as f:
-            for array in arrays:
-                view = int_view(array).cast("B")
-                while view:
-                    got = f.readinto(view)
-                    if not got:
-                        return None
-                    view = view[got:]
-    except OSError:
+        info = os.fstat(fd)
+        source = Mapped(cache_path(idx), info.st_dev, info.st_ino, size, info.st_mtime_ns,
+                        count, span)  # fmt: skip
+        arrays = _map(fd, source)
+    except (OSError, ValueError):
         return None
     finally:
         os.close(fd)
-    keys, offsets, table = arrays
-    if not _consistent(keys, offsets, table, base):
+    if not _consistent(*arrays, base):
         return None
-    return keys, offsets, table, base
+    _register(arrays, source)
+    return Cached(*arrays, base, source)
+
+
+def map_again(source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of a copy another process checked and mapped (a
+    DataLoader worker's index), if it is still that very file; else
+    :class:`IndexFormatError`."""
+    from ..errors import IndexFormatError
+    from .files import open_regular
+
+    try:
+        fd, _ = open_regular(source.path)
+    except Exception as exc:  # noqa: BLE001 - said below, with the file
+        raise IndexFormatError(
+            f"{source.path}: the index's binary copy is gone ({exc}); open the dataset again"
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != source[1:5]:
+            raise IndexFormatError(
+                f"{source.path}: the index's binary copy changed after the dataset was "
+                "opened; open the dataset again"
+            )
+        return _map(fd, source)
+    finally:
+        os.close(fd)
+
+
+# -- sending mapped arrays to other processes -----------------------------------
+# An array mapped from a copy is pickled as the copy's name and the array's
+# part (0 keys, 1 offsets, 2 table), wherever it is held (the index, a
+# reader, a dataset's key view), and mapped again on the other side.
+
+#: id(array) -> (a weak reference to it, its copy, its part)
+_MAPPED: dict[int, tuple[weakref.ref[Any], Mapped, int]] = {}
+#: the arrays this process mapped again from a pickle, by (copy, part)
+_REMAPPED: weakref.WeakValueDictionary[tuple[Mapped, int], Any] = weakref.WeakValueDictionary()
+
+
+def _register(arrays: tuple[np.ndarray, ...], source: Mapped) -> None:
+    for part, array in enumerate(arrays):
+        key = id(array)
+        _MAPPED[key] = (weakref.ref(array, functools.partial(_forget, key)), source, part)
+
+
+def _forget(key: int, _: object) -> None:
+    _MAPPED.pop(key, None)
+
+
+class _Part:
+    """What a mapped array is pickled as."""
+
+    __slots__ = ("part", "source")
+
+    def __init__(self, source: Mapped, part: int):
+        self.source, self.part = source, part
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (part_of, (self.source, self.part))
+
+
+def shareable(array: Any) -> Any:
+    """What to pickle in place of ``array``: a reference to the copy it is
+    mapped from (a few hundred bytes), or the array itself."""
+    entry = _MAPPED.get(id(array))
+    if entry is not None and entry[0]() is array:
+        return _Part(entry[1], entry[2])
+    return array
+
+
+def part_of(source: Mapped, part: int) -> np.ndarray:
+    """A part of a copy, mapped in this process (once for all its holders)."""
+    array = _REMAPPED.get((source, part))
+    if array is None:
+        arrays = map_again(source)
+        _register(arrays, source)
+        # (each part is kept while something holds it; a part asked for
+        # later is mapped again: one more mapping of the same pages)
+        array = _REMAPPED[(source, part)] = arrays[part]
+    return array
+
+
+def _map(fd: int, source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """keys, offsets and table as read-only views of the file, mapped shared:
+    every process that maps it uses the same pages of the page cache, so
+    DataLoader workers, forked or spawned, hold the index once between them.
+    (A copy is only ever replaced by a rename, never changed in place; one
+    truncated in place by hand would fault a process reading it.)"""
+    import numpy as np
+
+    mapped = mmap.mmap(fd, source.size, prot=mmap.PROT_READ)
+    at = _HEADER.size
+    arrays = []
+    for n in (source.records, source.records, source.span):
+        arrays.append(np.frombuffer(mapped, dtype="<i8", count=n, offset=at))
+        at += 8 * n
+    return arrays[0], arrays[1], arrays[2]
 
 
 def _consistent(keys: np.ndarray, offsets: np.ndarray, table: np.ndarray, base: int) -> bool:
@@ -159,7 +284,6 @@ def write_cache(
 
     from ..atomic import AtomicGroup
     from .files import open_regular
-    from .views import int_view
 
     if not enabled() or len(keys) < CACHE_FROM:
         return
@@ -174,6 +298,6 @@ def write_cache(
         with AtomicGroup() as group, group.open(cache_path(idx)) as f:
             f.write(head)
             for array in (keys, offsets, table):
-                f.write(int_view(np.ascontiguousarray(array, dtype="<i8")).cast("B"))
+                f.write(np.ascontiguousarray(array, dtype="<i8").data.cast("B"))
     except Exception:  # noqa: BLE001 - read-only folder, full disk, anything: the index still works
         return

@@ -192,6 +192,15 @@ class IndexedRecordReader(RecordReader):
             self.index.check_within(self._size, self.name)
         self._offsets = self.index.offsets
 
+    def __getstate__(self) -> dict[str, Any]:
+        # (the offsets are the index's: sent once, with it, so that a mapped
+        # index travels as the name of its copy)
+        return {**super().__getstate__(), "_offsets": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._offsets = self.index.offsets
+
     def __len__(self) -> int:
         return len(self._offsets)
 

@@ -10,6 +10,8 @@ import operator
 from collections.abc import Iterator, MutableMapping, MutableSequence, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from .index_cache import shareable
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -62,7 +64,7 @@ class KeyView(Sequence[Any]):
         return len(self._keys)
 
     def __reduce__(self) -> Any:  # (the memoryview is made again on the other side)
-        return (KeyView, (self._keys,))
+        return (KeyView, (shareable(self._keys),))
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
@@ -185,7 +187,7 @@ class KeyList(MutableSequence[Any]):
         self._owned = isinstance(keys, list)
 
     def __reduce__(self) -> Any:
-        return (KeyList, (self._data,))
+        return (KeyList, (self._data if self._owned else shareable(self._data),))
 
     def _own(self) -> Any:
         if not self._owned:
