@@ -263,7 +263,7 @@ class ImageRecordIter:
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
         assert self._labels is not None
         try:
-            return np.stack([self._labels[i] for i in ids.tolist()])
+            return self._labels.lookup(ids)
         except KeyError as exc:
             raise Im2RecError(
                 f"record id {exc.args[0]} of {self.path_imgrec} has no line in path_imglist; "

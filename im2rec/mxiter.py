@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import warnings
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
@@ -21,12 +22,13 @@ import numpy as np
 from .augment import Augmenter
 from .augment.ndarray_file import load_ndarrays, save_ndarrays
 from .errors import ConfigError, DatasetError
-from .lstfile import read_lst
+from .lstfile import iter_lst
 from .recordio import RecordReader, build_index, load_index
 
 __all__ = [
     "DataBatch",
     "DataDesc",
+    "ListLabels",
     "MXArray",
     "UnknownOptionWarning",
     "augmenter_options",
@@ -246,12 +248,49 @@ def part(offsets: np.ndarray, num_parts: int, part_index: int) -> np.ndarray:
     return part
 
 
-def lst_labels(path: str, width: int) -> dict[int, np.ndarray]:
-    labels: dict[int, np.ndarray] = {}
-    for item in read_lst(path):
+class ListLabels:
+    """``path_imglist``'s labels by record id, as arrays: the keys sorted
+    (uint64, as record ids are) and a float32 row of ``label_width`` labels a key, so a list of
+    millions of lines costs 8 + 4 x width bytes a line (docs/performance.md,
+    "Scale"), not a dict of arrays (~200). A key listed twice takes its last
+    line's labels, as a dict would."""
+
+    __slots__ = ("_keys", "_rows")
+
+    def __init__(self, keys: np.ndarray, rows: np.ndarray):
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+        last = np.append(keys[1:] != keys[:-1], True) if len(keys) else np.empty(0, bool)
+        self._keys, self._rows = keys[last], rows[last]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of ``ids`` (shape ``(len(ids), width)``); ``KeyError``
+        naming the first id the list has no line for."""
+        wanted = np.asarray(ids).astype(np.uint64, copy=False)
+        at = np.searchsorted(self._keys, wanted)
+        np.minimum(at, max(len(self._keys) - 1, 0), out=at)
+        found = self._keys[at] == wanted if len(self._keys) else np.zeros(len(wanted), bool)
+        if not found.all():
+            raise KeyError(int(wanted[np.argmin(found)]))
+        rows: np.ndarray = self._rows[at]
+        return rows
+
+
+def lst_labels(path: str, width: int) -> ListLabels:
+    """The first ``width`` labels of each line of the ``.lst`` at ``path``,
+    read a line at a time into arrays."""
+    keys = array("Q")
+    values = array("f")
+    for item in iter_lst(path):
         if len(item.labels) < width:
             raise ConfigError(
                 f"{path}:{item.line}: {len(item.labels)} label(s), but label_width is {width}"
             )
-        labels[item.key] = np.asarray(item.labels[:width], np.float32)
-    return labels
+        keys.append(item.key)
+        values.extend(item.labels[:width])
+    rows = np.frombuffer(values, np.float32) if values else np.empty(0, np.float32)
+    key_array = np.frombuffer(keys, np.uint64) if keys else np.empty(0, np.uint64)
+    return ListLabels(key_array, rows.reshape(len(keys), width))

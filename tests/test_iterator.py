@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from im2rec.errors import (
@@ -20,7 +22,7 @@ from im2rec.errors import (
     TruncatedRecordError,
 )
 from im2rec.iterator import ImageRecordIter
-from im2rec.mxiter import UnknownOptionWarning
+from im2rec.mxiter import UnknownOptionWarning, lst_labels
 from im2rec.recordio import IndexedRecordWriter, pack
 
 from .conftest import photo
@@ -324,6 +326,35 @@ def test_imglist_labels_override_the_records(rec: Path, tmp_path: Path) -> None:
     lst.write_text("1000\t5\tx.png\n")
     with pytest.raises(Im2RecError, match="record id 1001 .* has no line in path_imglist"):
         make(rec, path_imglist=str(lst)).next()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(st.integers(0, 2**64 - 1) | st.integers(0, 20), st.floats(-1e6, 1e6, width=32)),
+        max_size=30,
+    ),
+    asked=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 20), max_size=10),
+)
+def test_imglist_labels_as_arrays_answer_as_a_dict_of_lines(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[int, float]], asked: list[int]
+) -> None:
+    # (the labels were a dict of arrays, ~200 bytes a line; a key listed
+    # twice keeps its last line, as the dict did)
+    lst = tmp_path_factory.mktemp("imglist") / "l.lst"
+    lst.write_text("".join(f"{key}\t{label!r}\tx.png\n" for key, label in lines))
+    table, expected = lst_labels(str(lst), 1), {key: label for key, label in lines}
+    assert len(table) == len(expected)
+    ids = np.array(asked, np.uint64)
+    missing = [key for key in asked if key not in expected]
+    if missing:
+        with pytest.raises(KeyError) as caught:
+            table.lookup(ids)
+        assert caught.value.args[0] == missing[0]
+    else:
+        got = table.lookup(ids)
+        assert got.shape == (len(asked), 1) and got.dtype == np.float32
+        assert got[:, 0].tolist() == [np.float32(expected[key]) for key in asked]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

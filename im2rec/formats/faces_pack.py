@@ -20,15 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_file
+from ..atomic import AtomicGroup, write_file
 from ..errors import DatasetError, Im2RecError
-from ..lstfile import item_line, read_lst
 from ..packing.outcome import PackResult, result_from_manifest
 from ..packing.pipeline import PackRun, pack_files, run_state, write_manifest
 from ..recordio import RecordReader, unpack
 from ..recordio.files import read_json
 from ..resuming import PartialFiles, check_replaceable, manifest_matches
-from .insightface import group_by_identity, identity_of_label, write_faces, write_property
+from .faces_plan import IdentityPlan, plan_identities
+from .insightface import identity_of_label, write_faces, write_property
 
 __all__ = ["pack_faces"]
 
@@ -40,21 +40,18 @@ def staging_files(files: PartialFiles) -> PartialFiles:
 def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     """Pack ``files.lst`` into the face layout (see the module doc)."""
     resume = run.resume
-    items = read_lst(files.lst)
-    if not items:
+    plan = plan_identities(files.lst)
+    if not plan.count:
         raise DatasetError(f"{files.lst}: the list has no entries")
-    grouped = group_by_identity(items, str(files.lst))
     state = run_state(files, run.options, run.root)
     stage = staging_files(files)
     if resume and not stage.lst.exists() and _finished(files, state):
-        result = result_from_manifest(files, items, read_json(files.manifest))
+        result = result_from_manifest(files, range(plan.count), read_json(files.manifest))
         result.identities = read_json(files.manifest).get("identities")
         return result
     if not run.overwrite and not (resume and stage.lst.exists()):
         check_replaceable(files.rec, files.manifest, state, files.lst.name)
-    text = "".join(map(item_line, grouped))
-    if not stage.lst.exists() or stage.lst.read_text(encoding="utf-8") != text:
-        write_file(stage.lst, text)
+    _stage_list(plan, stage.lst)
     plain = dataclasses.replace(run.options, layout="plain")
     try:
         staged = pack_files(
@@ -66,7 +63,7 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     counts = write_faces(_identities(staged.rec), files.rec, files.idx, str(files.lst))
     write_property(files.rec, counts, overwrite=run.overwrite)
     result = PackResult(
-        files.lst, files.rec, files.idx, files.manifest, None, len(items), counts.images,
+        files.lst, files.rec, files.idx, files.manifest, None, plan.count, counts.images,
         staged.failures, files.rec.stat().st_size, staged.seconds + time.perf_counter() - t0,
         resumed_from=staged.resumed_from, root=state["root"],
     )  # fmt: skip
@@ -74,7 +71,7 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     result.property, result.property_note = counts.property, counts.property_note
     result.dropped_labels = staged.dropped_labels
     result.discarded_partial = staged.discarded_partial
-    _move_report(staged.failure_report, files, grouped, result)
+    _move_report(staged.failure_report, files, plan, result)
     write_manifest(
         files, result, state, counts.rec_sha256, counts.idx_sha256,
         layout="insightface", identities=counts.identities,
@@ -82,6 +79,25 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     for path in (stage.lst, stage.rec, stage.idx, stage.manifest, stage.report):
         path.unlink(missing_ok=True)
     return result
+
+
+def _stage_list(plan: IdentityPlan, path: Path) -> None:
+    """The staging list, grouped by identity; one a --resume continues is
+    kept when it is the same text (compared by hash: neither is held)."""
+    import hashlib
+
+    if path.exists():
+        made, there = hashlib.sha256(), hashlib.sha256()
+        for piece in plan.grouped_text():
+            made.update(piece)
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                there.update(block)
+        if made.digest() == there.digest():
+            return
+    with AtomicGroup() as group, group.open(path) as f:
+        for piece in plan.grouped_text():
+            f.write(piece)
 
 
 def _finished(files: PartialFiles, state: dict[str, Any]) -> bool:
@@ -102,14 +118,14 @@ def _identities(rec: Path) -> Iterator[tuple[int, bytes]]:
         for record in reader:
             header, image = unpack(record)
             identity = identity_of_label(header.label)
-            assert identity is not None  # group_by_identity checked every label
+            assert identity is not None  # plan_identities checked every label
             yield identity, bytes(image)
     finally:
         reader.close()
 
 
 def _move_report(
-    report: Path | None, files: PartialFiles, grouped: list[Any], result: PackResult
+    report: Path | None, files: PartialFiles, plan: IdentityPlan, result: PackResult
 ) -> None:
     """The staging pack's failure report as ``NAME.failures.tsv``, its line
     numbers those of the user's list."""
@@ -117,10 +133,11 @@ def _move_report(
         files.report.unlink(missing_ok=True)
         return
     lines = report.read_text(encoding="utf-8").splitlines(keepends=True)
+    staged = [int(line.split("\t", 1)[0]) for line in lines[1:]]
+    user = plan.user_lines(staged)
     out = [lines[0]]
-    for line in lines[1:]:
-        number, rest = line.split("\t", 1)
-        out.append(f"{grouped[int(number) - 1].line}\t{rest}")
+    for number, line in zip(staged, lines[1:], strict=True):
+        out.append(f"{user[number]}\t{line.split(chr(9), 1)[1]}")
     write_file(files.report, "".join(out))
     report.unlink()
     result.failure_report = files.report

@@ -22,22 +22,22 @@ are given as records are written.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
-from ..lstfile import ListItem
 from ..recordio import IndexedRecordWriter, IRHeader, pack
 from ..recordio.framing import needs_split
+from ..recordio.keyset import KeySet
 from . import image_size
 
 __all__ = [
     "FaceCounts",
     "convert_to_faces",
     "face_header",
-    "group_by_identity",
     "identity_of_label",
     "property_text",
     "settle_property",
@@ -61,23 +61,6 @@ def identity_of_label(label: Any) -> int | None:
     if not value.is_integer() or value < 0:
         return None
     return int(value)
-
-
-def group_by_identity(items: Sequence[ListItem], lst: str) -> list[ListItem]:
-    """The list's entries grouped by identity (their first label), the
-    identities in the order they first appear and each one's entries in list
-    order."""
-    first: dict[int, int] = {}
-    keyed = []
-    for item in items:
-        identity = identity_of_label(item.labels)
-        if identity is None:
-            raise DatasetError(
-                f"{lst}:{item.line}: label {item.labels[0]:g} is not an identity (a whole number "
-                ">= 0); the InsightFace layout groups images by identity"
-            )
-        keyed.append((first.setdefault(identity, len(first)), item))
-    return [item for _, item in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, int] | None:
@@ -113,33 +96,37 @@ def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name:
     face layout into ``rec``/``idx`` (atomically: they appear when complete).
     ``name`` names the source in the error for images not grouped."""
     writer = IndexedRecordWriter(rec, idx, hashing=True)
-    ranges: list[tuple[int, int, int]] = []  # (identity, first record, end)
-    done: set[int] = set()
+    # each identity's first record (its end: the next one's first), and
+    # which identities were seen: arrays and bits, not objects an identity
+    starts = array("q")
+    done = KeySet()
+    current, largest = -1, -1
     number = 1
     sizes = _Sizes()
     try:
         for identity, image in images:
             sizes.add(image)
-            if ranges and ranges[-1][0] == identity:
-                ranges[-1] = (identity, ranges[-1][1], number + 1)
-            else:
+            if identity != current:
                 if identity in done:
                     raise DatasetError(
                         f"{name}: identity {identity} appears again after others; the layout "
                         "needs each identity's images together"
                     )
                 done.add(identity)
-                ranges.append((identity, number, number + 1))
+                starts.append(number)
+                current, largest = identity, max(largest, identity)
             header = pack(IRHeader(0, [float(identity), 1.0], number, 0), b"")
             writer.write_key(number, header, image, split=needs_split(header, image))
             number += 1
-        if len(ranges) > MAX_IDENTITIES:
+        if len(starts) > MAX_IDENTITIES:
             raise DatasetError(f"{name}: more than {MAX_IDENTITIES:,} identities")
         first = number
         writer.write_key(
-            0, pack(IRHeader(0, [float(first), float(first + len(ranges))], 0, 0), b"")
+            0, pack(IRHeader(0, [float(first), float(first + len(starts))], 0, 0), b"")
         )
-        for j, (_, start, end) in enumerate(ranges):
+        starts.append(number)  # (the last identity's end)
+        for j in range(len(starts) - 1):
+            start, end = starts[j], starts[j + 1]
             writer.write_key(
                 first + j, pack(IRHeader(0, [float(start), float(end)], first + j, 0), b"")
             )
@@ -147,10 +134,10 @@ def write_faces(images: Iterable[tuple[int, bytes]], rec: Path, idx: Path, name:
     except BaseException:
         writer.abort()
         raise
-    classes = max(done) + 1 if done else 0
     return FaceCounts(
-        number - 1, len(ranges), writer.sha256(), writer.index_sha256(), classes, sizes.one()
-    )
+        number - 1, len(starts) - 1, writer.sha256(), writer.index_sha256(), largest + 1,
+        sizes.one(),
+    )  # fmt: skip
 
 
 class _Sizes:

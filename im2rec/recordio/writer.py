@@ -19,6 +19,7 @@ from ..errors import DuplicateKeyError, ModeError
 from .copying import write_all
 from .files import FileRange
 from .framing import frame, frame_parts, needs_split, whole_frame
+from .keyset import KeySet
 from .output import Output
 
 Chunk = bytes | bytearray | memoryview
@@ -243,9 +244,10 @@ class IndexedRecordWriter(RecordWriter):
             raise
         self._idx_append = self._idx.pending.append
         self.key_type = key_type
-        # The set of written keys costs ~60 bytes a record; a caller whose keys
-        # are unique by construction (rec pack checks its list) can skip it.
-        self._keys: set[Any] | None = set(existing_keys) if check_keys else None
+        # The written keys: a bit or two a record for dense integer keys
+        # (KeySet); a caller whose keys are unique by construction (rec
+        # pack checks its list) can skip it.
+        self._keys: KeySet | None = KeySet(existing_keys) if check_keys else None
 
     @property
     def index_path(self) -> Path:
