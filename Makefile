@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test compat lint format bench demo golden clean matrix package fuzz sanitize
+.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,6 +38,10 @@ $(VENV)/.dali: $(VENV)/.installed
 
 test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks)
 	$(PYTEST) -m "not compat"
+
+# The fallbacks, tested whole: every C extension switched off (im2rec.native).
+test-no-native: $(VENV)/.native ## The whole suite again with IM2REC_NO_NATIVE=1 (the pure-Python paths)
+	IM2REC_NO_NATIVE=1 $(PYTEST) -m "not compat"
 
 # The reference: real MXNet 1.9.1, which imports only with numpy<1.24 (Python <= 3.11).
 $(MX_VENV)/.installed:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError, features
 
+from . import native
 from .errors import Im2RecError, ImageCodecError, ImageTooLargeError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are made: transcoding needs none
@@ -75,15 +76,14 @@ def backend_info() -> dict[str, Any]:
         simd = metadata.version("pillow-simd") == PIL.__version__
     except metadata.PackageNotFoundError:
         simd = False
-    from .decoding import jpeg
-
+    regions = native.load("jpeg") if native.jpeg_regions_on() else None
     turbo = features.check_feature("libjpeg_turbo")
     return {
         "backend": "Pillow-SIMD" if simd else "Pillow",
         "version": PIL.__version__,
         "libjpeg_turbo": features.version_feature("libjpeg_turbo") if turbo else None,
         # the JPEG region decoder (im2rec.decoding), when built and switched on
-        "region_decoder": jpeg.libjpeg_turbo_version() if jpeg.enabled() else None,
+        "region_decoder": native.jpeg_turbo_version(regions) if regions is not None else None,
     }
 
 

@@ -24,10 +24,10 @@ from im2rec.errors import MissingFileError
 def test_version_names_package_and_imaging_backend() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0
-    first, second = result.output.splitlines()
+    first, second, third = result.output.splitlines()
     assert first == f"rec (im2rec) {__version__}"
     assert second.startswith(("Pillow-SIMD ", "Pillow ")) and PIL.__version__ in second
-    assert "libjpeg" in second
+    assert "libjpeg" in second and third.startswith("native extensions: ")
 
 
 def test_help_has_examples() -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from im2rec import native
 from im2rec.augment import Augmenter, fused
 
 from .conftest import photo
@@ -50,6 +51,7 @@ def general(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Augmenter:
         return Augmenter(**options)
 
 
+@pytest.mark.skipif(native.switched_off(), reason="IM2REC_NO_NATIVE: there is no one-pass path")
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 @pytest.mark.parametrize("channels", [3, 1])
 def test_one_pass_samples_are_the_general_paths(

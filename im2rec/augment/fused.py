@@ -21,14 +21,12 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .. import native
 from ..decoding import jpeg
 from ..imaging import Plan
 
-_tensor: Any
-try:
-    from ..decoding import _tensor
-except ImportError:  # built without a compiler: numpy normalises
-    _tensor = None
+# (None: built without a compiler, or switched off: numpy normalises)
+_tensor: Any = native.load("tensor")
 
 __all__ = ["available", "write"]
 

@@ -31,8 +31,21 @@ def version_text() -> str:
     py = ".".join(map(str, sys.version_info[:3]))
     return (
         f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; {crops}; "
-        f"Python {py}"
+        f"Python {py}\n{native_text()}"
     )
+
+
+def native_text() -> str:
+    """One line: each C extension, whether it is in use, and its library."""
+    from .. import native
+
+    if native.switched_off():
+        return "native extensions: all off (IM2REC_NO_NATIVE=1)"
+    parts = []
+    for ext in native.extensions():
+        library = f" ({ext.library})" if ext.library else ""
+        parts.append(f"{ext.name} {ext.state}{library}")
+    return "native extensions: " + ", ".join(parts)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -31,21 +31,18 @@ file cut short below it; Pillow reads to the end and says it is truncated.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
 
+from .. import native
 from ..errors import ImageCodecError
 from ..imaging import Box, Plan, check_pixels, opencv_mode, pixel_limit, resize
 
-_native: Any
-try:
-    from . import _jpeg as _native
-except ImportError:  # built without a compiler or libjpeg headers: Pillow decodes
-    _native = None
+# (None: built without a compiler or libjpeg headers, or switched off: Pillow decodes)
+_native: Any = native.load("jpeg")
 
 __all__ = ["Window", "enabled", "libjpeg_turbo_version", "region", "window"]
 
@@ -62,15 +59,12 @@ _STEP = (Image.Resampling.NEAREST, Image.Resampling.BOX)
 def enabled() -> bool:
     """Whether the region decoder is built and not switched off
     (``IM2REC_NATIVE_JPEG=0``)."""
-    return _native is not None and os.environ.get("IM2REC_NATIVE_JPEG", "1") != "0"
+    return _native is not None and native.jpeg_regions_on()
 
 
 def libjpeg_turbo_version() -> str | None:
     """The libjpeg-turbo the extension was built against (``2.1.5``), or None."""
-    if _native is None:
-        return None
-    v = int(_native.LIBJPEG_TURBO_VERSION)
-    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}" if v else None
+    return native.jpeg_turbo_version(_native)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from .. import native
 from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
 from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
@@ -265,11 +266,9 @@ class _Ahead(Chunks):
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
 
+# the check below for the usual spelling, in C: 3 us a member saved (optional)
 _plain_file: Callable[[memoryview], tuple[str, int] | None] | None
-try:  # the check below for the usual spelling, in C: 3 us a member saved (optional)
-    from ._ustar import plain_file as _plain_file
-except ImportError:
-    _plain_file = None
+_plain_file = getattr(native.load("ustar"), "plain_file", None)
 
 
 def _ustar_file(block: bytes) -> tuple[str, int] | None:

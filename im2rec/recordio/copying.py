@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .. import native
 from .files import FileRange
 
 __all__ = ["IOV_MAX", "Copier", "batches", "copy_batch", "send_batch", "write_all"]
@@ -33,11 +34,9 @@ else:  # Windows: one write for the first buffer; write_all goes on with the res
         return os.write(fd, buffers[0])
 
 
+# (without it, the copies are made one by one)
 _copy_records: Callable[[int, list[tuple[bytes, int, int, int]]], int] | None
-try:
-    from ._copies import copy_records as _copy_records
-except ImportError:  # built without a compiler: the copies are made one by one
-    _copy_records = None
+_copy_records = getattr(native.load("copies"), "copy_records", None)
 
 
 def write_all(fd: int, parts: list[Any]) -> None:

@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .. import native
 from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 from .files import FileView
 from .files import pread as _pread
@@ -60,10 +61,7 @@ _PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
 # scan, when built, is faster than both and imports nothing.
 _VECTOR_SCAN = 1 << 16
 _has_word: Callable[[bytes | bytearray | memoryview, bytes], bool] | None
-try:
-    from ._words import has_word as _has_word
-except ImportError:  # built without a compiler
-    _has_word = None
+_has_word = getattr(native.load("words"), "has_word", None)
 
 #: What the readers slice: bytes-like objects, or a file read on demand.
 Buffer = bytes | bytearray | memoryview | mmap.mmap | FileView

@@ -1,0 +1,109 @@
+"""The optional C extensions, as one unit: one loader, one switch.
+
+Each extension speeds up one thing that Python, numpy and Pillow also do;
+im2rec works without any of them (installed where no compiler or no
+libjpeg headers were found), and the whole test suite runs both ways.
+
+* ``words`` (``im2rec.recordio._words``) finds the magic word in a payload;
+  without it, ``bytes.find`` or numpy;
+* ``copies`` (``im2rec.recordio._copies``) makes a batch of writes and
+  sendfiles without the GIL; without it, one system call each;
+* ``ustar`` (``im2rec.formats._ustar``) checks a plain ustar tar header;
+  without it, the same check in Python;
+* ``jpeg`` (``im2rec.decoding._jpeg``, libjpeg-turbo) decodes only the JPEG
+  region a crop keeps; without it, Pillow decodes the whole image;
+* ``tensor`` (``im2rec.decoding._tensor``) crops, mirrors and normalises
+  into the batch in one pass; without it, numpy.
+
+``IM2REC_NO_NATIVE=1`` turns all of them off; it is read when an extension
+is first asked for, which is when the module that uses it is imported, so
+set it before the process starts. ``IM2REC_NATIVE_JPEG=0`` turns off the
+JPEG region decoder alone (and the one-pass path, which needs it), at any
+time. ``rec --version`` says which are on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import NamedTuple
+
+__all__ = [
+    "MODULES",
+    "Extension",
+    "extensions",
+    "jpeg_regions_on",
+    "jpeg_turbo_version",
+    "load",
+    "switched_off",
+]
+
+#: name -> the extension module
+MODULES = {
+    "words": "im2rec.recordio._words",
+    "copies": "im2rec.recordio._copies",
+    "ustar": "im2rec.formats._ustar",
+    "jpeg": "im2rec.decoding._jpeg",
+    "tensor": "im2rec.decoding._tensor",
+}
+
+_loaded: dict[str, ModuleType | None] = {}
+_state: dict[str, str] = {}
+
+
+def switched_off() -> bool:
+    """Whether ``IM2REC_NO_NATIVE`` turns the extensions off."""
+    return os.environ.get("IM2REC_NO_NATIVE", "").strip() not in ("", "0")
+
+
+def jpeg_regions_on() -> bool:
+    """Whether ``IM2REC_NATIVE_JPEG`` leaves the JPEG region decoder on (read
+    at every call: a test or a benchmark may compare both paths)."""
+    return os.environ.get("IM2REC_NATIVE_JPEG", "1") != "0"
+
+
+def load(name: str) -> ModuleType | None:
+    """The extension ``name`` (a key of :data:`MODULES`), or None when it is
+    switched off or was not built."""
+    if name not in _loaded:
+        module = None
+        if switched_off():
+            state = "off"
+        else:
+            try:
+                module = importlib.import_module(MODULES[name])
+                state = "on"
+            except ImportError:
+                state = "not built"
+        _loaded[name], _state[name] = module, state
+    return _loaded[name]
+
+
+class Extension(NamedTuple):
+    name: str
+    module: str
+    state: str  # "on", "off" (IM2REC_NO_NATIVE), "not built"
+    library: str | None  # the C library it was built against, with its version
+
+
+def extensions() -> list[Extension]:
+    """Every extension, whether it is in use, and its library."""
+    found = []
+    for name, module_name in MODULES.items():
+        module = load(name)
+        found.append(Extension(name, module_name, _state[name], _library(name, module)))
+    return found
+
+
+def jpeg_turbo_version(module: ModuleType | None) -> str | None:
+    """The libjpeg-turbo the JPEG extension was built against (``2.1.5``)."""
+    v = int(getattr(module, "LIBJPEG_TURBO_VERSION", 0) or 0)
+    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}" if v else None
+
+
+def _library(name: str, module: ModuleType | None) -> str | None:
+    if name == "jpeg" and module is not None:
+        version = jpeg_turbo_version(module)
+        return f"libjpeg-turbo {version}" if version else "libjpeg"
+    return None
