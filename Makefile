@@ -91,10 +91,11 @@ matrix: .venv-lowest/.installed .venv-newest/.installed ## The suite on Python 3
 package: ## Build sdist + wheel, twine check, and a no-compiler install beside a preinstalled Pillow
 	scripts/check-package.sh $(PYTHON)
 
-lint: $(VENV)/.native ## ruff (lint + format check) and mypy --strict
+lint: $(VENV)/.native ## ruff (lint + format check), mypy --strict, the import layers (lint-imports)
 	$(BIN)/ruff check im2rec tests bench fuzz
 	$(BIN)/ruff format --check im2rec tests bench fuzz
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix im2rec tests bench fuzz

@@ -158,7 +158,7 @@ def transcode_floor(root: Path, workers: int) -> float:
     re-encoding itself (decode, resize, encode; files already in memory; best
     of 3 passes of CPU time in this process, after a warm-up one): no reading,
     framing, writing, start-up or hand-over between processes."""
-    from im2rec.imaging import transcode
+    from im2rec.decoding.regions import transcode
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.jpg"))]
     best = float("inf")

@@ -16,14 +16,13 @@ reproduces that with Pillow so no OpenCV is needed:
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PIL import Image, ImageOps, UnidentifiedImageError, features
+from PIL import Image, ImageOps, features
 
 from . import native
-from .errors import Im2RecError, ImageCodecError, ImageTooLargeError
+from .errors import ImageCodecError, ImageTooLargeError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are made: transcoding needs none
     import numpy as np
@@ -33,7 +32,6 @@ __all__ = [
     "backend_info",
     "decode_bgr",
     "decode_bgr_or_none",
-    "decode_region",
     "encode_bgr",
     "exif_orientation",
     "open_image",
@@ -87,7 +85,7 @@ def backend_info() -> dict[str, Any]:
     }
 
 
-def _pillow_format(img_fmt: str) -> str:
+def pillow_format(img_fmt: str) -> str:
     if not img_fmt.startswith("."):
         raise ImageCodecError(
             f"image format {img_fmt!r} needs a leading dot, e.g. '.{img_fmt}' (as cv2.imencode)"
@@ -132,11 +130,11 @@ def _as_uint8(arr: np.ndarray) -> np.ndarray:
 
 def encode_bgr(img: np.ndarray, img_fmt: str = ".jpg", quality: int = 95) -> bytes:
     """Encode a BGR/BGRA/gray array as ``cv2.imencode`` would (see module doc)."""
-    fmt = _pillow_format(img_fmt)
-    return _save(_to_pil(img, fmt), fmt, quality)
+    fmt = pillow_format(img_fmt)
+    return save_pil(_to_pil(img, fmt), fmt, quality)
 
 
-def _save(pil: Image.Image, fmt: str, quality: int) -> bytes:
+def save_pil(pil: Image.Image, fmt: str, quality: int) -> bytes:
     params: dict[str, Any] = {}
     if fmt == "JPEG":
         params["quality"] = min(max(int(quality), 0), 100)
@@ -165,7 +163,7 @@ def _reduce16(arr: np.ndarray) -> np.ndarray:
     return (arr >> 8).astype(np.uint8) if arr.dtype == np.uint16 else arr
 
 
-def _check_iscolor(iscolor: int) -> None:
+def check_iscolor(iscolor: int) -> None:
     if iscolor not in (-1, 0, 1):
         raise ImageCodecError(
             f"iscolor must be -1 (unchanged), 0 (gray) or 1 (colour), not {iscolor}"
@@ -177,7 +175,7 @@ def decode_bgr(data: bytes | bytearray | memoryview, iscolor: int = -1) -> np.nd
 
     Raises :class:`ImageCodecError` when the bytes are not a readable image.
     """
-    _check_iscolor(iscolor)
+    check_iscolor(iscolor)
     try:
         im = open_image(data)
         if iscolor == 0 and im.format == "JPEG":
@@ -194,7 +192,7 @@ def decode_bgr_or_none(
     data: bytes | bytearray | memoryview, iscolor: int = -1
 ) -> np.ndarray | None:
     """:func:`decode_bgr`, but ``None`` for undecodable data (MXNet's behaviour)."""
-    _check_iscolor(iscolor)
+    check_iscolor(iscolor)
     try:
         return decode_bgr(data, iscolor)
     except ImageCodecError:
@@ -293,81 +291,9 @@ def im2rec_geometry(
     return box, ((resize, h * resize // w) if h > w else (w * resize // h, resize))
 
 
-def transcode(
-    data: bytes,
-    *,
-    color: int = 1,
-    resize: int = 0,
-    center_crop: bool = False,
-    img_fmt: str = ".jpg",
-    quality: int = 95,
-) -> bytes:
-    """Decode image bytes and re-encode them the way im2rec.py does
-    (``cv2.imread(path, color)``, centre crop, resize, ``cv2.imencode``).
-
-    EXIF orientation is applied for ``color`` 1 and 0 (OpenCV's imread does),
-    before cropping. A JPEG that shrinks at least 2x is decoded at a reduced
-    scale in the DCT domain (``draft``), which is several times faster and
-    indistinguishable after the bilinear resize. Raises
-    :class:`ImageCodecError` for data that is not a readable image.
-    """
-    _check_iscolor(color)
-    fmt = _pillow_format(img_fmt)
-    im = decode_region(
-        data, color, lambda width, height: im2rec_geometry(width, height, resize, center_crop)
-    )
-    if fmt == "JPEG" and im.mode in ("RGBA", "I;16"):
-        im = im.convert("RGB") if im.mode == "RGBA" else opencv_mode(im, 0)  # no alpha, 8 bits
-    return _save(im, fmt, quality)
-
-
 #: ``plan(width, height) -> (box, size)``: the region of the upright image to
 #: keep, in its pixel coordinates, and the size to resample that region to.
 Plan = Callable[[int, int], tuple[Box, tuple[int, int]]]
-
-
-def decode_region(
-    data: bytes | memoryview,
-    color: int,
-    plan: Plan,
-    resample: Image.Resampling | Callable[[], Image.Resampling] = Image.Resampling.BILINEAR,
-) -> Image.Image:
-    """Decode image bytes and return the region ``plan`` picks, resampled
-    with ``resample`` (a filter, or a callable asked after ``plan`` ran).
-
-    ``color`` is OpenCV's imread flag (1 RGB, 0 gray, -1 as stored).
-    ``plan`` sees the size after EXIF orientation (applied for ``color`` 1
-    and 0, as OpenCV does). A JPEG whose region shrinks at least 2x is
-    decoded at a reduced DCT scale (``draft``): several times faster and
-    indistinguishable after the resize. A region that is the output size
-    is cut out without resampling. Raises :class:`ImageCodecError` for data
-    that is not a readable image.
-    """
-    if data[:3] == b"\xff\xd8\xff":
-        from .decoding.jpeg import region
-
-        fast = region(data, color, plan, resample)  # only the part the plan keeps
-        if fast is not None:
-            return fast
-    try:
-        source = open_image(data)
-        orientation = exif_orientation(source) if color != -1 else 1
-        raw_w, raw_h = source.size
-        rotated = orientation in ROTATED
-        width, height = (raw_h, raw_w) if rotated else (raw_w, raw_h)
-        box, size = plan(width, height)
-        check_pixels(size, "the resized image", output=True)
-        _draft(source, color, (width, height), box, size, rotated)
-        source.load()
-        im: Image.Image = ImageOps.exif_transpose(source) if orientation != 1 else source
-        method = resample() if callable(resample) else resample
-        return _crop_resize(opencv_mode(im, color), (width, height), box, size, method)
-    except Im2RecError:  # ours (a bomb, or the plan refusing the image): as they are
-        raise
-    except UnidentifiedImageError as exc:
-        raise ImageCodecError("not an image format Pillow can read") from exc
-    except DECODE_ERRORS as exc:
-        raise ImageCodecError(f"cannot decode image: {exc}") from exc
 
 
 def open_image(data: bytes | bytearray | memoryview) -> Image.Image:
@@ -393,44 +319,6 @@ def open_image(data: bytes | bytearray | memoryview) -> Image.Image:
         ) from exc
     check_pixels(im.size, "an image")
     return im
-
-
-def _draft(
-    im: Image.Image,
-    color: int,
-    full: tuple[int, int],
-    box: Box,
-    size: tuple[int, int],
-    rotated: bool,
-) -> None:
-    if im.format != "JPEG":
-        return
-    crop_w, crop_h = box[2] - box[0], box[3] - box[1]
-    mode = "L" if color == 0 else None
-    if size[0] * 2 > crop_w or size[1] * 2 > crop_h:
-        if mode:
-            im.draft(mode, im.size)  # libjpeg's luma plane, as OpenCV reads gray
-        return
-    # The smallest DCT scale whose image still holds the crop at >= the output size.
-    need = (math.ceil(full[0] * size[0] / crop_w), math.ceil(full[1] * size[1] / crop_h))
-    im.draft(mode, (need[1], need[0]) if rotated else need)
-
-
-def _crop_resize(
-    im: Image.Image,
-    full: tuple[int, int],
-    box: Box,
-    size: tuple[int, int],
-    resample: Image.Resampling = Image.Resampling.BILINEAR,
-) -> Image.Image:
-    # The image may be smaller than `full` after a draft decode: scale the box.
-    sx, sy = im.width / full[0], im.height / full[1]
-    scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
-    if scaled == (0, 0, im.width, im.height) and size == im.size:
-        return im
-    if size == (box[2] - box[0], box[3] - box[1]) and (sx, sy) == (1.0, 1.0):
-        return im.crop(box)
-    return resize(im, size, resample, scaled)
 
 
 def resize(

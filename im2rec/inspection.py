@@ -28,6 +28,7 @@ from .recordio import (
     read_record,
     unpack,
 )
+from .recordio.faces import face_header
 from .recordio.files import FileView, open_regular, read_json
 from .recordio.framing import LENGTH_MASK, MAGIC_BYTES, Buffer, iter_heads
 from .recordio.index import index_arrays
@@ -517,8 +518,6 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
 def face_layout(header: Any, layout_records: int, records: int) -> dict[str, Any] | None:
     """InsightFace's face layout, when record 0 is its header record and the
     identity records it names are there: images and identities."""
-    from .formats.insightface import face_header
-
     found = None if header is None else face_header(header, b"", records)
     if found is None or layout_records != 1 + found[1] - found[0]:
         return None

@@ -24,9 +24,9 @@ import numpy as np
 from PIL import ImageOps, UnidentifiedImageError
 
 from .errors import ImageCodecError, ImageTooLargeError
-from .formats.insightface import face_header
 from .imaging import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from .recordio import IndexedRecordReader, unpack
+from .recordio.faces import face_header
 
 __all__ = ["RecordDataset"]
 

@@ -245,9 +245,10 @@ def verified(spec: ShardSpec) -> ShardResult | None:
     """The shard's result if its outputs are finished, made from this very
     slice, root and options, and unchanged since (SHA-256); else None."""
     if is_url(spec.out_dir):
-        from .storage.shards import published_shard
+        from .storage.shards import published_manifest
 
-        return published_shard(spec)
+        manifest = published_manifest(spec)
+        return None if manifest is None else ShardResult.verified(spec, manifest)
     try:
         manifest = read_json(spec.path(".pack.json"))
         ok = made_with(manifest) == spec.state() and all(
@@ -413,7 +414,7 @@ def pack_sharded(
     same list."""
     run = _Run(shards, runner, root, resume, global_index, on_progress, overwrite)
     if is_url(lst):
-        from .storage.spooled import spooled_list
+        from .packing.remote import spooled_list
 
         url = os.fspath(lst)
         with spooled_list(url) as (local, root_found):

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
 from im2rec.decoding import jpeg
+from im2rec.decoding.regions import decode_region
 from im2rec.errors import ImageCodecError, ImageTooLargeError
-from im2rec.imaging import decode_region
 
 from .conftest import photo
 

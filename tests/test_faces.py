@@ -129,7 +129,7 @@ def test_a_failed_image_leaves_no_hole(faces: tuple[Path, dict[str, bytes]]) -> 
 def test_a_grouped_list_is_packed_in_its_own_order(tmp_path: Path) -> None:
     # (rec list without shuffling writes identities together: the plan then
     # holds nothing a line, and the staging list is the list read again)
-    from im2rec.formats.faces_plan import plan_identities
+    from im2rec.packing.faces_plan import plan_identities
 
     files = make_faces(tmp_path / "faces", [2, 3, 1])
     done = rec("list", "faces", "--recursive", "--no-shuffle", "-o", "faces", "-q", cwd=tmp_path)

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..decoding.regions import decode_region
 from ..errors import ConfigError
-from ..imaging import Plan, decode_region, opencv_mode, pixel_limit, resize
+from ..imaging import Plan, opencv_mode, pixel_limit, resize
 from . import fused, geometry, reuse
 from .color import Photometric
 from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule

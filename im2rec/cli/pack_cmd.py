@@ -231,7 +231,7 @@ def _find_lists(targets: tuple[str, ...]) -> list[Path | str]:
         found.extend(find_lists(local))
     for target in targets:
         if is_url(target):
-            from ..storage.spooled import find_remote_lists
+            from ..packing.remote import find_remote_lists
 
             found.extend(find_remote_lists(target))
     return found

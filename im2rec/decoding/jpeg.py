@@ -1,5 +1,5 @@
 """Decoding only what a crop keeps: the fast path of
-:func:`~im2rec.imaging.decode_region` for JPEGs.
+:func:`~im2rec.decoding.regions.decode_region` for JPEGs.
 
 A random-resized crop keeps about half of an image on average. libjpeg-turbo
 can leave out the rows below the crop, the inverse DCT and colour conversion
@@ -112,7 +112,7 @@ def region(
     plan: Plan,
     resample: Image.Resampling | Callable[[], Image.Resampling],
 ) -> Image.Image | None:
-    """:func:`~im2rec.imaging.decode_region` of a JPEG by region decoding,
+    """:func:`~im2rec.decoding.regions.decode_region` of a JPEG by region decoding,
     or None when the fast path does not apply (see the module doc) and
     ``plan`` has not been called."""
     got = window(data, color, plan, resample)
@@ -130,7 +130,7 @@ def window(
 ) -> Window | None:
     """Decode the part of a JPEG that ``plan``'s crop and its resampling
     need, at the smallest DCT scale that keeps the output size (``color``
-    as :func:`~im2rec.imaging.decode_region`; ``rgbx`` gives colour pixels
+    as :func:`~im2rec.decoding.regions.decode_region`; ``rgbx`` gives colour pixels
     four bytes, which Pillow and numpy take without a copy). None, with
     ``plan`` not called, where the fast path does not apply."""
     if color == -1 or not enabled() or bytes(data[-2:]) != b"\xff\xd9":

@@ -1,5 +1,5 @@
 """Layouts and formats beside plain RecordIO: InsightFace's face layout
-(:mod:`.insightface`, :mod:`.faces_pack`) and WebDataset tar shards
+(:mod:`.insightface`, :mod:`im2rec.packing.faces`) and WebDataset tar shards
 (:mod:`.webdataset`, :mod:`.tars`); here, what a payload's first bytes say
 (its format, its size) without decoding it."""
 

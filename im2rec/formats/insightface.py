@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio import IndexedRecordWriter, IRHeader, pack
+from ..recordio.faces import MAX_IDENTITIES, face_header
 from ..recordio.framing import needs_split
 from ..recordio.keyset import KeySet
 from . import image_size
@@ -45,10 +46,6 @@ __all__ = [
     "write_property",
 ]
 
-#: The most identities a layout may claim (Glint360K has 360,232): a bound
-#: on what a hostile header record makes a reader allocate.
-MAX_IDENTITIES = 10_000_000
-
 
 def identity_of_label(label: Any) -> int | None:
     """The identity a label names (a whole number >= 0, or the first of
@@ -61,17 +58,6 @@ def identity_of_label(label: Any) -> int | None:
     if not value.is_integer() or value < 0:
         return None
     return int(value)
-
-
-def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, int] | None:
-    """``(first identity record, end)`` when this is the layout's header
-    record (two labels, no image, a range that fits ``records``), else None."""
-    if header.flag != 2 or payload:
-        return None
-    first, end = (float(v) for v in header.label)
-    if not (first.is_integer() and end.is_integer() and 1 < first <= end <= records):
-        return None
-    return int(first), int(end)
 
 
 @dataclass

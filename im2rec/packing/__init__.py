@@ -1,9 +1,11 @@
 """Packing a ``.lst`` into ``.rec``/``.idx`` (spec §3.3).
 
-Modules: :mod:`.encoding` (one image to one record), :mod:`.pipeline`
-(one list: partial files, ordered writing, the manifest), :mod:`.outcome`
-(results and how a run stopped). Lists and outputs in a store go through
-:mod:`im2rec.storage.spooled`.
+Modules: :mod:`.run` (the entry points), :mod:`.layouts` (which layout),
+:mod:`.pipeline` (one list in the plain layout: partial files, ordered
+writing, the manifest), :mod:`.encoding` (one image to one record),
+:mod:`.outcome` (results and how a run stopped), :mod:`.faces` and
+:mod:`.faces_plan` (InsightFace's layout), :mod:`.remote` (lists and
+outputs in a store).
 
 Stages: read the list (:mod:`im2rec.lstfile`); encode each image in a worker
 (:class:`Encoder`: read the file, optionally re-encode it, prepend the
@@ -29,7 +31,8 @@ from .outcome import (
     likely_cause,
     result_from_manifest,
 )
-from .pipeline import FETCHERS, PackRun, Progress, pack_files, pack_list, resolve_root, run_state
+from .pipeline import FETCHERS, PackRun, Progress, resolve_root, run_state
+from .run import pack_files, pack_list
 
 __all__ = [
     "DiskFullError",

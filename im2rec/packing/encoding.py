@@ -192,7 +192,7 @@ def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
     # starts without it.
     from PIL import Image
 
-    from ..imaging import transcode
+    from ..decoding.regions import transcode
 
     try:
         with warnings.catch_warnings():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..atomic import AtomicGroup, exclusive, open_output
+from ..atomic import AtomicGroup, open_output
 from ..errors import (
     DatasetError,
     MissingFileError,
@@ -46,32 +46,6 @@ from .outcome import (
 Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
 
 
-def pack_list(
-    lst: str | os.PathLike[str],
-    options: PackOptions,
-    *,
-    root: str | os.PathLike[str] | None = None,
-    executor: LocalExecutor | None = None,
-    resume: bool = False,
-    on_progress: Progress | None = None,
-    overwrite: bool = True,
-) -> PackResult:
-    """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc).
-    With ``overwrite=False``, a finished ``.rec`` made from another version
-    of the list, another root or other options (or not by im2rec) is a
-    :class:`~im2rec.errors.DatasetError` instead of being replaced.
-    Raises :class:`~im2rec.atomic.BusyError` while another process packs
-    the same list."""
-    run = PackRun(options, root, executor, resume, on_progress, overwrite)
-    if is_url(lst):
-        from ..storage.spooled import pack_remote
-
-        return pack_remote(os.fspath(lst), run)
-    files = PartialFiles(Path(lst))
-    with exclusive(files.lst, "packing"):
-        return pack_files(files, run)
-
-
 @dataclass(frozen=True)
 class PackRun:
     """How one list is packed: :func:`pack_list`'s arguments beside the list,
@@ -97,12 +71,9 @@ def run_state(
     }
 
 
-def pack_files(files: PartialFiles, run: PackRun) -> PackResult:
-    """:func:`pack_list` of a local list, the caller holding its lock."""
-    if run.options.layout == "insightface":
-        from ..formats.faces_pack import pack_faces
-
-        return pack_faces(files, run)
+def pack_plain(files: PartialFiles, run: PackRun) -> PackResult:
+    """:func:`~im2rec.packing.pack_list` of a local list in the plain layout,
+    the caller holding its lock."""
     options, resume = run.options, run.resume
     # the list checked, then read again as it is packed: nothing a line is held
     items = ListStream.scan(files.lst)

@@ -12,19 +12,19 @@ object that was published (re-hashing would download every shard).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..resuming import manifest_matches, replaceable
 from .objects import publish, read_manifest, remove, size_of
 
 if TYPE_CHECKING:
     from ..packing import PackResult
-    from ..sharding import ShardResult, ShardSpec
+    from ..sharding import ShardSpec
 
 __all__ = [
     "check_shards_replaceable",
     "publish_shard",
-    "published_shard",
+    "published_manifest",
 ]
 
 
@@ -42,16 +42,15 @@ def publish_shard(spec: ShardSpec, result: PackResult) -> None:
     publish([*pairs, (result.manifest, _url(spec, ".pack.json"))])
 
 
-def published_shard(spec: ShardSpec) -> ShardResult | None:
-    """The shard's result if the store holds it finished (see the module doc)."""
-    from ..sharding import ShardResult
-
+def published_manifest(spec: ShardSpec) -> dict[str, Any] | None:
+    """The shard's manifest if the store holds it finished (see the module
+    doc), else None."""
     manifest = read_manifest(_url(spec, ".pack.json"))
     if not manifest:
         return None
     sizes = [size_of(_url(spec, f".{kind}")) for kind in ("rec", "idx")]
     ok = sizes[0] is not None and manifest_matches(manifest, spec.state(), *sizes)
-    return ShardResult.verified(spec, manifest) if ok else None
+    return manifest if ok else None
 
 
 def check_shards_replaceable(specs: Sequence[ShardSpec], lst: str) -> None:

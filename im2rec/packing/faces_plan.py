@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DatasetError
+from ..formats.insightface import identity_of_label
 from ..lstfile import ListItem, item_line, iter_lst
 from ..recordio.keyset import KeySet
-from .insightface import identity_of_label
 
 __all__ = ["IdentityPlan", "plan_identities"]
 

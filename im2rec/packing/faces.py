@@ -22,13 +22,13 @@ from typing import Any
 
 from ..atomic import AtomicGroup, write_file
 from ..errors import DatasetError, Im2RecError
-from ..packing.outcome import PackResult, result_from_manifest
-from ..packing.pipeline import PackRun, pack_files, run_state, write_manifest
+from ..formats.insightface import identity_of_label, write_faces, write_property
 from ..recordio import RecordReader, unpack
 from ..recordio.files import read_json
 from ..resuming import PartialFiles, check_replaceable, manifest_matches
 from .faces_plan import IdentityPlan, plan_identities
-from .insightface import identity_of_label, write_faces, write_property
+from .outcome import PackResult, result_from_manifest
+from .pipeline import PackRun, pack_plain, run_state, write_manifest
 
 __all__ = ["pack_faces"]
 
@@ -54,7 +54,7 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     _stage_list(plan, stage.lst)
     plain = dataclasses.replace(run.options, layout="plain")
     try:
-        staged = pack_files(
+        staged = pack_plain(
             stage, dataclasses.replace(run, options=plain, root=state["root"], overwrite=True)
         )
     except Im2RecError as exc:  # name the user's list, not the staging one

@@ -25,11 +25,21 @@ from ..atomic import exclusive, write_file
 from ..errors import MissingFileError
 from ..formats.insightface import settle_property
 from ..lstfile import read_lst
-from ..packing import PackResult, PackRun, pack_files, result_from_manifest, run_state
 from ..recordio.files import parse_json
 from ..resuming import PartialFiles, manifest_matches, replaceable
-from . import read_bytes, sibling
-from .objects import list_names, publish, read_manifest, remove, size_of, spool_for, url_join
+from ..storage import read_bytes, sibling
+from ..storage.objects import (
+    list_names,
+    publish,
+    read_manifest,
+    remove,
+    size_of,
+    spool_for,
+    url_join,
+)
+from .layouts import pack_files
+from .outcome import PackResult, result_from_manifest
+from .pipeline import PackRun, run_state
 
 __all__ = ["find_remote_lists", "find_remote_root", "pack_remote", "spooled_list"]
 

@@ -1,0 +1,99 @@
+"""No module of im2rec imports a module that imports it back, directly or
+through others, not even inside a function (imports for type checking
+only are not counted). The layers themselves are import-linter's contracts
+in pyproject.toml (make lint)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import im2rec
+
+PACKAGE = Path(im2rec.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported(name: str) -> set[str]:
+    """The im2rec modules ``name`` imports anywhere in its code."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+            prefix = (
+                ".".join(base + [node.module] if node.module else base)
+                if node.level
+                else (node.module or "")
+            )
+            for alias in node.names:
+                full = f"{prefix}.{alias.name}"
+                found.add(full if full in MODULES else prefix)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return {m for m in found if m in MODULES and m != name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: imported(name) for name in MODULES}
+    assert "im2rec.recordio.index_cache" in graph["im2rec.recordio.views"]  # (the walk works)
+    assert cycles(graph) == []
+
+
+def test_the_finder_sees_a_cycle_hidden_in_a_function() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
