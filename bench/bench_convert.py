@@ -115,7 +115,7 @@ def bare_copy(src: str, dst: str) -> None:
     a buffer of the size the import reads with, and write it to ``dst``
     from there."""
     import im2rec.cli  # noqa: F401
-    import im2rec.formats.webdataset  # noqa: F401
+    import im2rec.formats.wds_import  # noqa: F401
     from im2rec.recordio.chunks import Chunks
 
     fd, out = os.open(src, os.O_RDONLY), os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -39,7 +39,7 @@ from .errors import ConfigError, DatasetError, MissingFileError
 from .lstfile import bad_chars, cannot_carry, class_map_text, lst_pieces, printable
 from .recordio.files import parse_json, read_json
 from .storage import is_url, read_bytes, write_bytes
-from .storage.listing import walk_prefix
+from .storage.walking import walk_prefix
 
 __all__ = [
     "DEFAULT_EXTS",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .confined import relative_name
 from .errors import DatasetError, Im2RecError, MissingFileError
-from .names import relative_name
 from .recordio.files import open_regular, read_json, read_regular_file, split_lines
 from .recordio.header import stored_label
 
@@ -379,7 +379,7 @@ def printable(path: str) -> str:
 
 def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
     """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
-    Each folder must be a relative path (:func:`~im2rec.names.relative_name`):
+    Each folder must be a relative path (:func:`~im2rec.confined.relative_name`):
     a map is often someone else's file, and its names become folders."""
     classes: dict[int, str] = {}
     try:

@@ -259,7 +259,7 @@ def test_a_length_word_cut_into_the_padding_is_damage(tmp_path: Path, cut: int) 
     """A record whose length word lost 1-3 bytes still ends where it did
     (the lost bytes became padding): verify reports the padding that is not
     zeros, and merge refuses the file, where both saw a whole file."""
-    from im2rec.converting import merge_recs
+    from im2rec.merging import merge_recs
 
     path = tmp_path / "cut.rec"
     with IndexedRecordWriter(path) as w:

@@ -210,17 +210,17 @@ def test_rec_verify_process_while_another_truncates(tmp_path: Path) -> None:
 def test_merge_refuses_an_input_that_changes_after_it_was_checked(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from im2rec import converting
-    from im2rec.converting import merge_recs
+    from im2rec import merging
+    from im2rec.merging import merge_recs
 
-    checked = converting._check_whole
+    checked = merging._check_whole
 
     def check_then_cut(path: Path, offsets: np.ndarray) -> int:
         size = checked(path, offsets)
         os.truncate(path, 4096)  # another program, between the check and the copy
         return size
 
-    monkeypatch.setattr(converting, "_check_whole", check_then_cut)
+    monkeypatch.setattr(merging, "_check_whole", check_then_cut)
     with pytest.raises(TruncatedRecordError, match="changed while it was being merged"):
         merge_recs([rec], tmp_path / "m.rec")
     assert not (tmp_path / "m.rec").exists() and not (tmp_path / "m.idx").exists()

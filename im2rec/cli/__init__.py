@@ -64,10 +64,10 @@ COMMANDS = {
     "info": ".inspect_cmd:info_command",
     "list": ".list_cmd:list_command",
     "convert": ".formats_cmd:convert_command",
-    "merge": ".convert_cmd:merge_command",
+    "merge": ".records_cmd:merge_command",
     "pack": ".pack_cmd:pack_command",
-    "show": ".convert_cmd:show_command",
-    "unpack": ".convert_cmd:unpack_command",
+    "show": ".records_cmd:show_command",
+    "unpack": ".records_cmd:unpack_command",
     "verify": ".inspect_cmd:verify_command",
 }
 

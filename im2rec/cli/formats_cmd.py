@@ -110,7 +110,7 @@ def export_command(
       rec export train.rec --to webdataset -o 'shards/train-%06d.tar'
       rec export train.rec --to webdataset -o 's3://bucket/wds/train-%06d.tar' --maxcount 10000
     """
-    from ..formats.webdataset import export_webdataset
+    from ..formats.wds_export import export_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         track = bar.track(os.path.basename(rec), total=0)

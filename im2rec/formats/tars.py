@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .. import native
+from ..confined import relative_name
 from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
-from ..names import relative_name
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
 from ..recordio.files import FileRange, HeldFile, open_regular, pread

@@ -1,5 +1,5 @@
 """``rec import webdataset``: WebDataset tar shards back to ``.rec``/``.idx``
-(the mapping is :mod:`.webdataset`'s).
+(the mapping is described in :mod:`.webdataset`).
 
 From shards that ``rec export`` wrote the ``.rec``/``.idx`` come back byte
 for byte: each sample's ``.json`` holds every header field and the

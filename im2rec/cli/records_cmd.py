@@ -1,4 +1,6 @@
-"""``rec unpack``, ``rec show`` and ``rec merge``."""
+"""The commands that take records out of a `.rec`, `rec unpack` (files and a
+`.lst`) and `rec show` (a contact sheet), and `rec merge`, which puts files
+together."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ import json
 
 import click
 
-from ..converting import merge_recs, unpack_rec
 from ..lstfile import class_map_beside, read_class_map
+from ..merging import merge_recs
 from ..sheets import contact_sheet
 from ..storage import is_url
+from ..unpacking import unpack_rec
 from .common import DASH_REC, REC, handle_errors, spooled_input, to_stdout
 
 __all__ = ["merge_command", "show_command", "unpack_command"]
