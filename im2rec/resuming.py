@@ -48,20 +48,48 @@ REPORT_HEADER = "line\tindex\tpath\treason\tdetail\n"
 
 @dataclass(frozen=True)
 class PartialFiles:
-    """Every file one list's packing touches."""
+    """Every file one list's packing touches: ``NAME.lst`` and the files
+    named after it (each a property, so that a misspelt one is a type
+    error, not a file of another name)."""
 
     lst: Path
 
-    def __getattr__(self, name: str) -> Path:
-        stem = self.lst.with_suffix("")
-        names = {
-            "rec": ".rec", "idx": ".idx", "manifest": ".pack.json", "report": ".failures.tsv",
-            "rec_tmp": ".rec.partial", "idx_tmp": ".idx.partial", "state": ".rec.partial.json",
-            "report_tmp": ".failures.tsv.partial",
-        }  # fmt: skip
-        if name not in names:
-            raise AttributeError(name)
-        return Path(f"{stem}{names[name]}")
+    def _beside(self, suffix: str) -> Path:
+        return Path(f"{self.lst.with_suffix('')}{suffix}")
+
+    @property
+    def rec(self) -> Path:
+        return self._beside(".rec")
+
+    @property
+    def idx(self) -> Path:
+        return self._beside(".idx")
+
+    @property
+    def manifest(self) -> Path:
+        return self._beside(".pack.json")
+
+    @property
+    def report(self) -> Path:
+        """The failure report."""
+        return self._beside(".failures.tsv")
+
+    @property
+    def rec_tmp(self) -> Path:
+        return self._beside(".rec.partial")
+
+    @property
+    def idx_tmp(self) -> Path:
+        return self._beside(".idx.partial")
+
+    @property
+    def state(self) -> Path:
+        """What the partial files were made from (resume checks it)."""
+        return self._beside(".rec.partial.json")
+
+    @property
+    def report_tmp(self) -> Path:
+        return self._beside(".failures.tsv.partial")
 
 
 def sha256_file(path: Path) -> str:
