@@ -36,12 +36,12 @@ $(VENV)/.dali: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet 'nvidia-dali-cuda120==2.4.0'
 	@touch $@
 
-test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks)
-	$(PYTEST) -m "not compat"
+test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks), on every core
+	$(PYTEST) -n auto -m "not compat"
 
 # The fallbacks, tested whole: every C extension switched off (im2rec.native).
 test-no-native: $(VENV)/.native ## The whole suite again with IM2REC_NO_NATIVE=1 (the pure-Python paths)
-	IM2REC_NO_NATIVE=1 $(PYTEST) -m "not compat"
+	IM2REC_NO_NATIVE=1 $(PYTEST) -n auto -m "not compat"
 
 # The reference: real MXNet 1.9.1, which imports only with numpy<1.24 (Python <= 3.11).
 $(MX_VENV)/.installed:
