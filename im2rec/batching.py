@@ -181,7 +181,8 @@ def _label(
         return 0.0  # the parent fills labels from path_imglist
     count = flag if flag > 0 else 1
     if count != width:
-        # spec §5.3 step 3: MXNet's own check, with its wording's facts.
+        # MXNet's own check, with its wording's facts (docs/format.md,
+        # "ImageRecordIter", "One record's pipeline", step 3)
         raise ConfigError(
             f"{name}: the record at byte {offset:,} has {count} label(s) but label_width is "
             f"{width}; set label_width={count}, or give labels with path_imglist"

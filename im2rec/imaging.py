@@ -1,4 +1,4 @@
-"""Pillow(-SIMD) image coding with OpenCV's conventions (spec §2.4).
+"""Pillow(-SIMD) image coding with OpenCV's conventions (docs/format.md, "Images in records").
 
 MXNet's ``pack_img``/``unpack_img`` called ``cv2.imencode``/``cv2.imdecode``:
 arrays are BGR(A) or 2-D gray, ``iscolor`` is OpenCV's imread flag. This module
@@ -273,7 +273,7 @@ def exif_orientation(im: Image.Image) -> int:
 def im2rec_geometry(
     width: int, height: int, resize: int, center_crop: bool
 ) -> tuple[Box, tuple[int, int]]:
-    """im2rec.py's crop box and output size (spec §3.3): ``center_crop``
+    """im2rec.py's crop box and output size (docs/format.md, "im2rec.py, Packing"): ``center_crop``
     keeps the centred square of side ``min(w, h)``; then ``resize`` > 0 makes
     the short side ``resize`` and the long side ``long * resize // short``
     (it also enlarges)."""

@@ -1,13 +1,13 @@
 """``ImageRecordIter``: MXNet's batch iterator over a ``.rec``, without MXNet.
 
-It takes MXNet's keyword names (spec §5.1) and yields batches with
+It takes MXNet's keyword names (docs/format.md, "ImageRecordIter, Options") and yields batches with
 ``.data[0]`` ``(B, C, H, W)`` RGB, ``.label[0]`` and ``.pad``. Worker
 processes decode straight into shared memory (:mod:`im2rec.batching`); the
 parent only orders the work (running into the next epoch when this one's is
 all under way) and lends each finished batch, a view of its slot that goes
 back to the workers when the caller drops it.
 
-Where MXNet has a bug, this does the sane thing (spec §7 P14): the last
+Where MXNet has a bug, this does the sane thing (docs/format.md, "Quirks and bugs"): the last
 batch's ``pad`` is right with ``round_batch=False`` and its empty slots are
 zeros; ``pad`` is never stale; ``reset()`` always starts the next epoch at
 its first record; unknown keyword arguments raise.

@@ -1,6 +1,6 @@
 """Image folders to ``.lst`` files, the way ``im2rec.py --list`` makes them.
 
-Facts in spec §3.2. In short, for the same folder and options the entries
+Facts in docs/format.md, "im2rec.py, Listing". In short, for the same folder and options the entries
 (index, label, path) and their order equal im2rec.py's:
 
 * **Walk.** Non-recursive: the root's files, sorted by name, all label 0.

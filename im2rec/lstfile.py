@@ -1,6 +1,6 @@
 """Reading ``.lst`` files, finding them, and finding their image root.
 
-A ``.lst`` line is ``index<TAB>label[<TAB>label ...]<TAB>path`` (spec §3.3,
+A ``.lst`` line is ``index<TAB>label[<TAB>label ...]<TAB>path`` (docs/format.md, "List files",
 ``read_list``): fields are TAB-separated and stripped, the index is an integer
 (it becomes the record key and header id), labels are floats, the path is the
 last field. im2rec.py printed a message and skipped a malformed line; here it

@@ -1,5 +1,6 @@
-"""MXNet's ``ImageRecordIter`` vocabulary (spec §5): its batch objects, its
-keyword names, and its rules for which records an iterator reads.
+"""MXNet's ``ImageRecordIter`` vocabulary (docs/format.md,
+"ImageRecordIter"): its batch objects, its keyword names, and its rules
+for which records an iterator reads.
 
 Kept apart from :mod:`im2rec.iterator`, which is the machinery (epochs,
 workers, the shared-memory ring).
@@ -206,8 +207,9 @@ def record_offsets(
     storage_options: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Byte offsets of every record, in file order. MXNet's indexed reader
-    sorts the ``.idx`` offsets and ignores its keys (spec §5.2); without an
-    ``.idx`` the file's headers are walked once, in memory."""
+    sorts the ``.idx`` offsets and ignores its keys (docs/format.md,
+    "Which records, in which order"); without an ``.idx`` the file's
+    headers are walked once, in memory."""
     if not rec or any(c in rec for c in ";*?"):
         raise ConfigError(
             f"path_imgrec must name one .rec file, not {rec!r} (lists and patterns of "
@@ -232,8 +234,9 @@ def record_offsets(
 
 
 def part(offsets: np.ndarray, num_parts: int, part_index: int) -> np.ndarray:
-    """MXNet's count split with an index (spec §5.2): ``ceil(N / num_parts)``
-    records per part, the last part shorter."""
+    """MXNet's count split with an index (docs/format.md, "Which records,
+    in which order"): ``ceil(N / num_parts)`` records per part, the last
+    part shorter."""
     if num_parts < 1 or not 0 <= part_index < num_parts:
         raise ConfigError(
             f"need num_parts >= 1 and 0 <= part_index < num_parts, got {part_index} of {num_parts}"

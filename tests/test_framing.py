@@ -1,4 +1,4 @@
-"""Framing: the record layout on disk (spec §1, checklist 1-11)."""
+"""Framing: the record layout on disk (docs/format.md, "Records on disk")."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def h(hexwords: str) -> bytes:
     return bytes.fromhex(hexwords.replace("M", "0a23d7ce").replace(" ", ""))
 
 
-# The golden table of spec §1.2, produced by MXRecordIO.write.
+# Framed records as MXRecordIO.write produced them (docs/format.md, "Records on disk").
 GOLDEN_FRAMES = [
     (b"", "M 00000000"),
     (b"a", "M 01000000 61000000"),
@@ -63,7 +63,7 @@ payloads = st.lists(
 def test_round_trip_and_size(record: bytes) -> None:
     framed = frame(record)
     aligned_magics = sum(1 for i in range(0, len(record) - 3, 4) if record[i : i + 4] == M)
-    # checklist 2 and 4: 8 + 4k + ceil4(N) bytes
+    # 8 + 4k + ceil4(N) bytes (docs/format.md, "Records on disk")
     assert len(framed) == 8 + 4 * aligned_magics + (len(record) + 3) // 4 * 4
     assert read_record(framed, 0, len(framed), "t.rec") == (record, len(framed))
     assert list(iter_heads(framed, len(framed), "t.rec")) == [(0, len(framed))]
@@ -102,7 +102,7 @@ def test_frame_parts_equal_framing_the_joined_record(
 
 
 def _reference_frame(data: bytes) -> bytes:
-    # spec §1.2 read literally: cut at each 4-aligned magic word, one search at a time
+    # docs/format.md, "Records on disk" read literally: cut at each 4-aligned magic word, one search at a time
     parts, start, pos = [], 0, 0
     while (hit := data.find(M, pos)) != -1:
         if hit % 4:
@@ -159,7 +159,7 @@ def test_record_size_limit() -> None:
 def test_largest_record_is_accepted() -> None:
     data = bytes(MAX_RECORD_SIZE - 1)
     framed = frame(data)
-    assert len(framed) == 536_870_920  # spec §1.1
+    assert len(framed) == 536_870_920  # docs/format.md, "Records on disk"
     del framed
 
 

@@ -1,4 +1,4 @@
-"""IRHeader, pack and unpack: MXNet's label rules (spec §2.3, checklist 20-24)."""
+"""IRHeader, pack and unpack: MXNet's label rules (docs/format.md, "The image header")."""
 
 from __future__ import annotations
 

@@ -323,7 +323,7 @@ def test_other_val_map_formats(fake: FakeImagenet, tmp_path: Path, fmt: str) -> 
 def test_the_bundled_map_is_gluoncvs(tmp_path: Path) -> None:
     vm = bundled_val_map()
     assert len(vm.pairs) == 50_000 and len(vm.wnids) == 1000
-    # the SHA-1 of the canonical fname<TAB>wnid export (spec §3.3)
+    # the SHA-1 of the canonical fname<TAB>wnid export (docs/imagenet.md, "The validation map")
     assert hashlib.sha1(vm.tsv().encode()).hexdigest() == "a9d942929c7fbbe266fcc49d0f922e6961d070a9"
     d = vm.as_dict()
     assert d[val_name(1)] == "n01751748" and d[val_name(19877)] == "n13133613"

@@ -1,4 +1,4 @@
-"""pack_img/unpack_img with Pillow: OpenCV's array conventions (spec §2.4)."""
+"""pack_img/unpack_img with Pillow: OpenCV's array conventions (docs/format.md, "Images in records")."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def bgr() -> np.ndarray:
 def test_png_round_trip_is_exact(bgr: np.ndarray) -> None:
     header, img = unpack_img(pack_img((0, 1.0, 2, 0), bgr, img_fmt=".png"))
     assert header == IRHeader(0, 1.0, 2, 0)
-    assert img is not None and np.array_equal(img, bgr)  # checklist 25
+    assert img is not None and np.array_equal(img, bgr)
 
 
 def test_arrays_are_bgr(bgr: np.ndarray) -> None:

@@ -100,7 +100,9 @@ def test_centre_crop_pixels_labels_and_wrapping(rec: Path, threads: int) -> None
 def test_round_batch_false_pads_with_zeros_and_a_true_pad(rec: Path) -> None:
     it = make(rec, round_batch=False, dtype="uint8")
     last = epoch(it)[-1]
-    assert last.pad == 2  # MXNet reports 0 and leaves garbage (spec §5.4)
+    assert (
+        last.pad == 2
+    )  # MXNet reports 0 and leaves garbage (docs/format.md, "ImageRecordIter, Batches")
     np.testing.assert_array_equal(last.data[0][:2], [centre(8), centre(9)])
     assert not last.data[0][2:].any() and not last.label[0][2:].any()
 
@@ -258,7 +260,7 @@ def test_parts_cover_every_record_once(rec: Path, idx: bool) -> None:
             path_imgidx=str(rec.with_suffix(".idx")) if idx else "",
         )
         parts.append([int(v) for b in it for v in b.label[0][: 2 - b.pad]])
-    # MXNet's count split with an index: ceil(10 / 3) per part (spec §5.2).
+    # MXNet's count split with an index: ceil(10 / 3) per part (docs/format.md, "ImageRecordIter, Which records").
     assert parts == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 

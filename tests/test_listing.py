@@ -1,4 +1,4 @@
-"""Folder walk, labels, shuffle, chunks and splits (spec §3.2, checklist 27-30)."""
+"""Folder walk, labels, shuffle, chunks and splits (docs/format.md, "im2rec.py, Listing")."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def entries(n: int, classes: int = 1) -> list[Entry]:
 
 def test_shuffle_matches_im2rec_seed_100() -> None:
     planned = plan_lists(entries(8), ListOptions())
-    assert [e.key for e in planned[0][1]] == [0, 4, 7, 5, 1, 6, 3, 2]  # checklist 28
+    assert [e.key for e in planned[0][1]] == [0, 4, 7, 5, 1, 6, 3, 2]
     items = entries(1000)
     random.seed(100)
     random.shuffle(items)

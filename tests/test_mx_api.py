@@ -1,4 +1,4 @@
-"""The drop-in ``mx.recordio`` API: MXNet's semantics (spec §2, checklist 12-19)
+"""The drop-in ``mx.recordio`` API: MXNet's semantics (docs/format.md, "The Python API")
 and the deliberate differences listed in the README."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def write_three(paths: tuple[str, str]) -> None:
     w = MXIndexedRecordIO(*paths, "w")
     for i in range(3):
         w.write_idx(i, b"abcd")
-    assert w.tell() == 36  # checklist 15
+    assert w.tell() == 36
     w.close()
 
 
@@ -47,7 +47,7 @@ def test_indexed_write_and_read(paths: tuple[str, str]) -> None:
     assert r.keys == [0, 1, 2] and r.idx == {0: 0, 1: 12, 2: 24}
     assert r.read_idx(1) == b"abcd"
     assert r.read() == b"abcd"  # read() continues after the record read_idx returned
-    assert r.read() is None and r.read() is None  # checklist 8
+    assert r.read() is None and r.read() is None
     r.close()
 
 

@@ -1,4 +1,4 @@
-"""MXNet's own recordio unit tests (spec §6), ported to im2rec.recordio with
+"""MXNet's own recordio unit tests (docs/format.md, "MXNet's own tests"), ported to im2rec.recordio with
 only the import changed, plus the golden sizes and hashes the spec records."""
 
 from __future__ import annotations

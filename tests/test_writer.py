@@ -65,7 +65,7 @@ def test_indexed_writer_writes_mxnet_style_idx(tmp_path: Path) -> None:
         for key in range(3):
             w.write_key(key, b"abcd")
         assert w.index_path == tmp_path / "d.idx"
-    assert (tmp_path / "d.idx").read_text() == "0\t0\n1\t12\n2\t24\n"  # checklist 15
+    assert (tmp_path / "d.idx").read_text() == "0\t0\n1\t12\n2\t24\n"
     reader = IndexedRecordReader(tmp_path / "d.rec")
     assert [reader.read_key(k) for k in range(3)] == [b"abcd"] * 3
 

@@ -2,13 +2,13 @@
 ``(C, H, W)`` sample out, with MXNet's ``ImageRecordIter`` options.
 
 :class:`Augmenter` is what :class:`~im2rec.iterator.ImageRecordIter`'s
-workers run for every record, in MXNet's order (spec §5.3): decode, resize
-the short side, affine warp, pad, crop (centre, random, random size, or
-random-resized), brightness/contrast/saturation, HSL, PCA noise, then
-mirror and normalise (mean image or per-channel mean, std, scale, random
-contrast and illumination). It is also a transform for
-``RecordDataset(output="bytes")``, so a PyTorch ``DataLoader`` gets MXNet's
-recipe without the iterator.
+workers run for every record, in MXNet's order (docs/format.md, "One
+record's pipeline"): decode, resize the short side, affine warp, pad, crop
+(centre, random, random size, or random-resized),
+brightness/contrast/saturation, HSL, PCA noise, then mirror and normalise
+(mean image or per-channel mean, std, scale, random contrast and
+illumination). It is also a transform for ``RecordDataset(output="bytes")``,
+so a PyTorch ``DataLoader`` gets MXNet's recipe without the iterator.
 
 Without an affine warp or padding, the geometry is planned from the image's
 header before any pixel is decoded, so a single resample goes from the
@@ -53,7 +53,8 @@ _NUMBERS = (
     "pca_noise", "random_h", "random_s", "random_l", "rotate", "fill_value", "pad",
     "max_random_contrast", "max_random_illumination",
 )  # fmt: skip
-#: data_shape[0] -> OpenCV imread flag (spec §5.3 step 2).
+#: data_shape[0] -> OpenCV imread flag (docs/format.md, "One record's
+#: pipeline", step 2).
 _COLOR = {1: 0, 3: 1, 4: -1}
 DTYPES = ("float32", "uint8", "int8")
 

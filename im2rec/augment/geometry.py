@@ -1,6 +1,6 @@
 """Where each pixel of an output sample comes from: MXNet's geometric
-augmenters (``image_aug_default.cc``), in its order (spec §5.3 step 4):
-resize the short side, an affine warp (rotate, shear, random scale and
+augmenters (``image_aug_default.cc``), in its order (docs/format.md, "One
+record's pipeline", step 4): resize the short side, an affine warp (rotate, shear, random scale and
 aspect, image-size bounds), padding, then one crop that becomes the output:
 MXNet's random-resized crop, a random crop size, or the centre (or random)
 crop of the output size, enlarging the image first when it is smaller.

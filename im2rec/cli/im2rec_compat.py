@@ -1,20 +1,20 @@
 """``im2rec PREFIX ROOT [options]``: MXNet's tools/im2rec.py command line, on
 the ``rec list`` / ``rec pack`` pipelines.
 
-The arguments are im2rec.py's, parsed the same way (argparse, ``--exts`` takes
-several values), with the same defaults (spec §3.1), so existing scripts only
-change the command name. The files are the same: ``--list`` writes the same
-``.lst`` entries (and prints the class map the way im2rec.py did); otherwise
-every ``PREFIX*.lst`` beside PREFIX is packed into ``.rec``/``.idx`` with the
-same record headers and order. Where im2rec.py ignored an option (image
-options with ``--pass-through``, ``--test-ratio`` when ``--train-ratio`` is 1)
-this does too, with a note. Differences: ``--num-thread`` defaults to the
-number of CPUs (the output is the same for any count), a bad image is skipped
-and reported in every mode, and the sidecar files of ``rec list``/``rec pack``
+The arguments are im2rec.py's, parsed the same way (argparse, ``--exts``
+takes several values), with the same defaults (docs/format.md, "im2rec.py",
+"Command line"), so existing scripts only change the command name. The files
+are the same: ``--list`` writes the same ``.lst`` entries (and prints the
+class map the way im2rec.py did); otherwise every ``PREFIX*.lst`` beside
+PREFIX is packed into ``.rec``/``.idx`` with the same record headers and
+order. Where im2rec.py ignored an option (image options with
+``--pass-through``, ``--test-ratio`` when ``--train-ratio`` is 1) this does
+too, with a note. Differences: ``--num-thread`` defaults to the number of
+CPUs (the output is the same for any count), a bad image is skipped and
+reported in every mode, and the sidecar files of ``rec list``/``rec pack``
 (class map, run record, manifest) are written too. One option is added:
 ``--resume`` continues an interrupted run, which the interruption message
-asks for.
-"""
+asks for."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 TRAIN_TAR, VAL_TAR = "ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"
-#: SHA-1 of the official tars, as GluonCV checks them (spec §2.2).
+#: SHA-1 of the official tars, as GluonCV checks them (docs/imagenet.md,
+#: "The tars and their checksums").
 CHECKSUMS = {
     TRAIN_TAR: "43eda4fe35c1705d6606a6a7a633bc965d194284",
     VAL_TAR: "5f3f73da3395154b60528b2b2a2caf2374f5f178",

@@ -1,4 +1,4 @@
-"""Packing a ``.lst`` into ``.rec``/``.idx`` (spec §3.3).
+"""Packing a ``.lst`` into ``.rec``/``.idx`` (docs/format.md, "im2rec.py, Packing").
 
 Modules: :mod:`.run` (the entry points), :mod:`.layouts` (which layout),
 :mod:`.pipeline` (one list in the plain layout: partial files, ordered

@@ -1,6 +1,6 @@
 """RecordIO framing: how one record becomes bytes on disk and back.
 
-Layout of one record (all words little-endian uint32; spec §1)::
+Layout of one record (all words little-endian uint32; docs/format.md, "Records on disk")::
 
     +------------+--------------------------+-------------------+---------+
     | magic      | lrec = cflag<<29 | length | payload (length)  | 0-3 pad |
@@ -206,7 +206,7 @@ def _aligned_magics(data: bytes | bytearray) -> list[int]:
 
 
 def _frame_split(data: bytes) -> bytes:
-    # dmlc's writer (spec §1.2): cut at every aligned magic word, drop it,
+    # dmlc's writer (docs/format.md, "Records on disk"): cut at every aligned magic word, drop it,
     # emit parts 1, 2..2, then the tail as part 3. Aligned words are 4 apart
     # at least, so each one found in the whole record is a cut.
     out: list[bytes | bytearray] = []

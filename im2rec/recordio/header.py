@@ -1,4 +1,4 @@
-"""The 24-byte image-record header and MXNet's label rules (spec §2.3).
+"""The 24-byte image-record header and MXNet's label rules (docs/format.md, "The image header").
 
 Layout, little-endian, no padding (C struct ``{uint32 flag; float label;
 uint64 image_id[2];}``)::

@@ -1,4 +1,4 @@
-"""``.idx`` files: one ``key<TAB>offset`` line per record (spec §2.2).
+"""``.idx`` files: one ``key<TAB>offset`` line per record (docs/format.md, "The Python API").
 
 ``offset`` is the byte position of the record's first magic word in the
 ``.rec``. Lines are in write order, not sorted. im2rec.py writes the ``.lst``

@@ -1,4 +1,4 @@
-"""Drop-in replacement for ``mxnet.recordio`` (spec §2).
+"""Drop-in replacement for ``mxnet.recordio`` (docs/format.md, "The Python API").
 
 ``from im2rec import recordio`` gives ``MXRecordIO``, ``MXIndexedRecordIO``,
 ``IRHeader``, ``pack``, ``unpack``, ``pack_img`` and ``unpack_img`` with

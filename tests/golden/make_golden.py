@@ -19,7 +19,7 @@ import numpy as np
 
 M = b"\x0a\x23\xd7\xce"
 
-# Framing cases of spec §1.2 plus a few more: empty, short, exact multiples,
+# Framing cases of docs/format.md, "Records on disk" plus a few more: empty, short, exact multiples,
 # aligned and unaligned magic words, magic at the end, consecutive magics.
 FRAMING = [
     b"",
