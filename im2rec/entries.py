@@ -13,6 +13,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
+from .recordio.views import ListLike
+
 __all__ = ["Entries", "Entry", "EntryView", "labels_of", "shuffle_positions"]
 
 
@@ -78,11 +80,12 @@ class Entries(_Made):
         return Entry(i, self._labels[i], self.path(i))
 
 
-class EntryView(_Made):
+class EntryView(_Made, ListLike[Entry]):
     """The entries at some positions of another sequence (a shuffled chunk
     or split of a list), made when read."""
 
     __slots__ = ("_entries", "_positions")
+    counted = "entries"
 
     def __init__(self, entries: Sequence[Entry], positions: Sequence[int]):
         self._entries = entries
@@ -93,13 +96,6 @@ class EntryView(_Made):
 
     def _at(self, i: int) -> Entry:
         return self._entries[self._positions[i]]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def shuffle_positions(positions: Any, rng: random.Random) -> None:

@@ -133,11 +133,10 @@ def _move_report(
         files.report.unlink(missing_ok=True)
         return
     lines = report.read_text(encoding="utf-8").splitlines(keepends=True)
-    staged = [int(line.split("\t", 1)[0]) for line in lines[1:]]
-    user = plan.user_lines(staged)
+    rows = [line.split("\t", 1) for line in lines[1:]]  # (staging line, the rest)
+    user = plan.user_lines(int(number) for number, _ in rows)
     out = [lines[0]]
-    for number, line in zip(staged, lines[1:], strict=True):
-        out.append(f"{user[number]}\t{line.split(chr(9), 1)[1]}")
+    out += [f"{user[int(number)]}\t{rest}" for number, rest in rows]
     write_file(files.report, "".join(out))
     report.unlink()
     result.failure_report = files.report

@@ -106,7 +106,6 @@ class Cached(NamedTuple):
     offsets: np.ndarray
     table: np.ndarray  # empty for sparse keys
     base: int
-    source: Mapped
 
 
 def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
@@ -152,7 +151,7 @@ def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
     if not _consistent(*arrays, base):
         return None
     _register(arrays, source)
-    return Cached(*arrays, base, source)
+    return Cached(*arrays, base)
 
 
 def map_again(source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, MutableMapping, MutableSequence, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .index_cache import shareable
 
@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
     from .index import RecordIndex
 
-__all__ = ["KeyList", "KeyView", "OffsetMap", "int_view", "whole_key"]
+__all__ = ["KeyList", "KeyView", "ListLike", "OffsetMap", "int_view", "whole_key"]
+
+T = TypeVar("T")
 
 
 def int_view(array: Any) -> memoryview:
@@ -49,7 +51,28 @@ def whole_key(key: Any) -> int:
     raise KeyError(key)
 
 
-class KeyView(Sequence[Any]):
+class ListLike(Sequence[T]):
+    """A sequence made when read that compares and prints as the list it
+    stands for (MXNet's code and its users compare ``keys`` with lists)."""
+
+    __slots__ = ()
+    #: what the repr counts
+    counted = "keys"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        head = ", ".join(map(repr, self[:5]))
+        more = ", ..." if len(self) > 5 else ""
+        return f"{type(self).__name__}([{head}{more}], {len(self):,} {self.counted})"
+
+
+class KeyView(ListLike[Any]):
     """Keys in ``.idx`` order, read-only, one Python value at a time from the
     array (``list(view)`` makes the list, if one is wanted)."""
 
@@ -88,17 +111,6 @@ class KeyView(Sequence[Any]):
                 return False
             return bool((self._keys == whole).any())  # type: ignore[union-attr]
         return key in self._keys
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        head = ", ".join(map(repr, self[:5]))
-        return f"KeyView([{head}{', ...' if len(self) > 5 else ''}], {len(self):,} keys)"
 
 
 class OffsetMap(MutableMapping[Any, int]):
@@ -173,7 +185,7 @@ def _offset_map(
     return view
 
 
-class KeyList(MutableSequence[Any]):
+class KeyList(MutableSequence[Any], ListLike[Any]):
     """``MXIndexedRecordIO.keys``: MXNet's list of keys, which code may
     reorder (``random.shuffle(record.keys)``), over the index's array.
     Reading makes no object a key; the first change copies the array (8
@@ -247,14 +259,3 @@ class KeyList(MutableSequence[Any]):
                 data[:] = data[::-1]
             return
         self._as_python_list().sort(key=key, reverse=reverse)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        head = ", ".join(map(repr, self[:5]))
-        return f"KeyList([{head}{', ...' if len(self) > 5 else ''}], {len(self):,} keys)"
