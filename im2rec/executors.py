@@ -12,7 +12,10 @@ worker that dies (out of memory, a crashing decoder) raises
 Stopping is asked, not forced: :meth:`LocalExecutor.close` signals each
 worker to stop after the item in hand. Killing one instead could cut a
 result off half-way through the pipe, and the pool's reader thread would
-then wait forever for the rest of it (a Ctrl-C that never returns).
+then wait forever for the rest of it (a Ctrl-C that never returns). A
+worker killed from outside (the OOM killer, ``kill -9``) can do just that,
+and the pool never notices; a watchdog thread per process pool does
+(:func:`_watch_pool`).
 """
 
 from __future__ import annotations
@@ -167,6 +170,44 @@ def _unblock_broken(pool: Executor) -> None:
             reader.close()
 
 
+#: how long the pool's own manager gets to notice a dead worker before the
+#: watchdog ends the pool (it notices within milliseconds when it is not stuck)
+_GRACE = 2.0
+
+
+def _watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
+    """Ends a pool whose worker died while the pool cannot tell.
+
+    A worker killed while it sends a result (it holds the result pipe's
+    lock and has written part of a message) leaves the pool's manager
+    thread reading the rest of that message for ever, and the other
+    workers waiting for the lock: nothing is ever marked broken, and the
+    caller waits on its futures for ever (seen as ``rec pack`` hanging
+    after one worker was SIGKILLed, about 1 run in 5 on a busy machine).
+    When a worker has been dead for :data:`_GRACE` seconds and the pool is
+    still not broken, the other workers are killed and this process's end
+    of the result pipe is closed: the manager thread's read then ends, and
+    the pool fails every pending future with BrokenProcessPool as usual.
+    """
+    while not done.wait(0.25):
+        if getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
+            return
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        if not any(proc.exitcode is not None for proc in workers):
+            continue
+        if done.wait(_GRACE) or getattr(pool, "_broken", False):
+            return
+        for proc in workers:
+            if proc.exitcode is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
+        return
+
+
 class LocalExecutor:
     """Runs ``fn`` over items on this machine, ``workers`` at a time.
 
@@ -182,6 +223,17 @@ class LocalExecutor:
         self.chunk = chunk
         self.preload = list(preload)
         self._pools: dict[Kind, Executor] = {}
+        self._watched = threading.Event()  # set: the watchdogs stop
+        self._watchdog: threading.Thread | None = None
+
+    def _watch(self, pool: Executor) -> None:
+        """Start the process pool's watchdog once its workers exist (started
+        earlier, it would be one more thread in the process they fork from)."""
+        if self._watchdog is None and isinstance(pool, ProcessPoolExecutor):
+            self._watchdog = threading.Thread(
+                target=_watch_pool, args=(pool, self._watched), name="im2rec-watchdog", daemon=True
+            )
+            self._watchdog.start()
 
     def _get_pool(self, kind: Kind) -> Executor:
         pool = self._pools.get(kind)
@@ -205,13 +257,17 @@ class LocalExecutor:
             pool = self._get_pool("threads" if io_bound else "processes")
             for future in [pool.submit(int) for _ in range(self.workers)]:
                 future.add_done_callback(lambda _f: None)
+            self._watch(pool)
 
     def submit(self, fn: Callable[..., R], /, *args: Any, io_bound: bool = False) -> Future[R]:
         """``fn(*args)`` in a worker thread (``io_bound``) or process; the
         pool starts on first use. ``result()`` raises
         :class:`BrokenProcessPool` if a worker process died."""
         try:
-            return self._get_pool("threads" if io_bound else "processes").submit(fn, *args)
+            pool = self._get_pool("threads" if io_bound else "processes")
+            future = pool.submit(fn, *args)
+            self._watch(pool)
+            return future
         except BrokenProcessPool as exc:
             # a worker died before this call noticed: report it where every
             # other death is reported, at result(), not from submit()
@@ -255,6 +311,7 @@ class LocalExecutor:
             source = iter(items)
             while chunk := list(itertools.islice(source, size)):
                 pending.append(pool.submit(_run_chunk, fn, chunk))
+                self._watch(pool)
                 if len(pending) >= window:
                     yield from pending.popleft().result()
             while pending:
@@ -262,6 +319,8 @@ class LocalExecutor:
         except BrokenProcessPool as exc:
             _unblock_broken(pool)
             self._pools.pop(kind, None)
+            if kind == "processes":  # its watchdog has returned; a new pool gets its own
+                self._watchdog = None
             raise WorkerCrashed(WORKER_DIED) from exc
         finally:
             for future in pending:
@@ -272,6 +331,8 @@ class LocalExecutor:
         worker stops after the item in hand (after Ctrl-C, an image, not the
         rest of its chunk)."""
         pools, self._pools = self._pools, {}
+        self._watched.set()  # workers stopping now are not deaths
+        self._watched, self._watchdog = threading.Event(), None
         for pool in pools.values():
             if isinstance(pool, ProcessPoolExecutor):
                 _unblock_broken(pool)

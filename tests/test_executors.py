@@ -50,6 +50,53 @@ def test_close_while_a_worker_is_sending_a_result_returns() -> None:
     assert run.returncode == 0 and run.stdout.split() == ["ok"], run.stdout + run.stderr
 
 
+# A worker that dies as the OOM killer can catch one: holding the result
+# pipe's lock, part of a result written. Its own interpreter again.
+_KILLED_WHILE_SENDING = """
+import gc, os, signal, struct, sys, time
+import multiprocessing.queues
+from im2rec.executors import LocalExecutor, WorkerCrashed
+
+def dies_sending(i):
+    if i != 0:
+        time.sleep(0.5)  # then waits for the lock the dead worker holds
+        return i
+    results = next(o for o in gc.get_objects() if type(o) is multiprocessing.queues.SimpleQueue)
+    results._wlock.acquire()
+    results._writer._send(struct.pack("!i", 1 << 20) + bytes(100))  # a length, then 100 of its bytes
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if __name__ == "__main__":
+    ex = LocalExecutor(2, chunk=1)
+    started = time.monotonic()
+    try:
+        list(ex.map_ordered(dies_sending, range(8)))
+    except WorkerCrashed:
+        ex.close()
+        print("ok", round(time.monotonic() - started))
+    else:
+        print("no error")
+"""
+
+
+def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
+    """A worker SIGKILLed half-way through sending a result left the pool
+    waiting for the rest for ever: `rec pack` hung after its worker was
+    killed, about one run in five on a busy machine. The watchdog ends the
+    pool a couple of seconds after the death instead."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _KILLED_WHILE_SENDING],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool hung after a worker died while sending its result")
+    words = run.stdout.split()
+    assert run.returncode == 0 and words[:1] == ["ok"], run.stdout + run.stderr
+    assert int(words[1]) <= 10, run.stdout  # about _GRACE seconds, not a timeout
+
+
 def _slow(path: str) -> None:
     with open(path, "a") as log:
         log.write("x")
