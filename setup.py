@@ -1,7 +1,7 @@
 """The compiled parts, all optional: JPEG region decoding against
-libjpeg-turbo (im2rec/decoding/_jpeg.c), pixels to normalised tensors
-(im2rec/decoding/_tensor.c), the magic-word scan (im2rec/recordio/_words.c),
-kernel copies of records without the GIL (im2rec/recordio/_copies.c) and
+libjpeg-turbo (im2rec/imaging/_jpeg.c), pixels to normalised tensors
+(im2rec/imaging/_tensor.c), the magic-word scan (im2rec/recordio/_words.c),
+kernel copies of records without the GIL (im2rec/storage/_copies.c) and
 the tar header check of rec import (im2rec/formats/_ustar.c).
 Without a C compiler or the libjpeg headers the build goes on without them
 and im2rec decodes with Pillow and normalises and scans with numpy
@@ -18,16 +18,16 @@ DEPENDS = ["im2rec/checked.h"]
 setup(
     ext_modules=[
         Extension(
-            "im2rec.decoding._jpeg",
-            ["im2rec/decoding/_jpeg.c"],
+            "im2rec.imaging._jpeg",
+            ["im2rec/imaging/_jpeg.c"],
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
             depends=DEPENDS,
             optional=True,
         ),
         Extension(
-            "im2rec.decoding._tensor",
-            ["im2rec/decoding/_tensor.c"],
+            "im2rec.imaging._tensor",
+            ["im2rec/imaging/_tensor.c"],
             extra_compile_args=[*FLAGS, "-O3"],
             depends=DEPENDS,
             optional=True,
@@ -40,8 +40,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "im2rec.recordio._copies",
-            ["im2rec/recordio/_copies.c"],
+            "im2rec.storage._copies",
+            ["im2rec/storage/_copies.c"],
             extra_compile_args=FLAGS,
             depends=DEPENDS,
             optional=True,

@@ -43,7 +43,7 @@ from typing import Any
 
 from benchutil import compile_package  # bench/ is on sys.path when run as a script
 
-from im2rec.resuming import sha256_file
+from im2rec.packing.resuming import sha256_file
 
 TARGET = 0.5
 REC = [sys.executable, "-m", "im2rec"]

@@ -74,7 +74,7 @@ if impl == "mx":
     it = mx.io.ImageRecordIter(**kw)
     as_array = lambda a: a.asnumpy()  # numpy batches, which is what ours yields
 else:
-    from im2rec.iterator import ImageRecordIter
+    from im2rec.training.iterator import ImageRecordIter
     it = ImageRecordIter(verbose=False, **kw)
     as_array = lambda a: a
 rates = []
@@ -144,8 +144,8 @@ print(json.dumps({"images_per_s": max(rates), "images": n, "label_sum": labels})
 BOUND = r"""
 import json, math, sys, time
 import numpy as np
-from im2rec.decoding import _jpeg
-from im2rec.decoding.jpeg import _draft_scale
+from im2rec.imaging import _jpeg
+from im2rec.imaging.jpeg import _draft_scale
 from im2rec.recordio import IndexedRecordReader, unpack
 
 mode, rec, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -251,14 +251,14 @@ class MXRecordDataset(Dataset):
 if impl.startswith("mx"):
     dataset = MXRecordDataset(rec)
 elif train:
-    from im2rec.augment import Augmenter
-    from im2rec.loader import RecordDataset
+    from im2rec.training.augment import Augmenter
+    from im2rec.training.dataset import RecordDataset
     augment = Augmenter((3, 224, 224), random_resized_crop=True, min_random_area=0.08,
                         min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3, rand_mirror=True,
                         mean=tuple(255 * MEAN.flatten()), std=tuple(255 * STD.flatten()))
     dataset = RecordDataset(rec, output="bytes", transform=augment)
 else:
-    from im2rec.loader import RecordDataset
+    from im2rec.training.dataset import RecordDataset
     dataset = RecordDataset(rec, transform=to_array, min_size=(112, 112) if half else None)
 
 

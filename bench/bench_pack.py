@@ -158,7 +158,7 @@ def transcode_floor(root: Path, workers: int) -> float:
     re-encoding itself (decode, resize, encode; files already in memory; best
     of 3 passes of CPU time in this process, after a warm-up one): no reading,
     framing, writing, start-up or hand-over between processes."""
-    from im2rec.decoding.regions import transcode
+    from im2rec.imaging.regions import transcode
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.jpg"))]
     best = float("inf")
@@ -197,7 +197,9 @@ def main() -> None:
         our_import = best([sys.executable, "-c", "import im2rec.cli.pack_cmd"], work, args.repeat)
         # re-encoding also loads Pillow (and the workers inherit it)
         our_import_rs = best(
-            [sys.executable, "-c", "import im2rec.cli.pack_cmd, im2rec.imaging"], work, args.repeat
+            [sys.executable, "-c", "import im2rec.cli.pack_cmd, im2rec.imaging.codec"],
+            work,
+            args.repeat,
         )
 
         def im2rec_cmd(*extra: str) -> list[str]:

@@ -177,8 +177,8 @@ def main() -> None:
         import boto3
 
         from im2rec import recordio
-        from im2rec.inspection import verify
-        from im2rec.loader import RecordDataset
+        from im2rec.inspect.verifying import verify
+        from im2rec.training.dataset import RecordDataset
 
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)

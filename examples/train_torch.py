@@ -16,11 +16,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from im2rec.augment import Augmenter
-from im2rec.iterator import ImageRecordIter
 from im2rec.listing import ListOptions, make_lists
-from im2rec.loader import RecordDataset
 from im2rec.packing import PackOptions, pack_list
+from im2rec.training import Augmenter, ImageRecordIter, RecordDataset
 
 MEAN, STD = (123.68, 116.78, 103.94), (58.4, 57.12, 57.38)
 

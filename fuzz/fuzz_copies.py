@@ -1,4 +1,4 @@
-"""The record copier (``im2rec.recordio._copies.copy_records``): glue and
+"""The record copier (``im2rec.storage._copies.copy_records``): glue and
 ranges of a source file, any offsets and lengths. The output is exactly the
 glue and the ranges (or the index of the range the file ended in); bad
 ranges are ValueError or OverflowError before anything is written."""
@@ -11,7 +11,7 @@ import atheris
 from _harness import SCRATCH, run, scratch_file
 
 with atheris.instrument_imports():
-    from im2rec.recordio import _copies
+    from im2rec.storage import _copies
 
 
 def test_one(data: bytes) -> None:

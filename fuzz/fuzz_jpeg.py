@@ -1,4 +1,4 @@
-"""The JPEG region decoder (``im2rec.decoding._jpeg``): ``header`` and
+"""The JPEG region decoder (``im2rec.imaging._jpeg``): ``header`` and
 ``decode`` on any bytes, with any region, scale and limit, including
 negative and huge numbers. ValueError or OverflowError, never a crash; a
 region the decoder accepts has the size it says."""
@@ -9,7 +9,7 @@ import atheris
 from _harness import run
 
 with atheris.instrument_imports():
-    from im2rec.decoding import _jpeg
+    from im2rec.imaging import _jpeg
 
 
 def number(fdp: atheris.FuzzedDataProvider) -> int:

@@ -8,8 +8,8 @@ import atheris
 from _harness import run, scratch_file
 
 with atheris.instrument_imports():
-    from im2rec.augment.ndarray_file import load_ndarrays
     from im2rec.errors import DatasetError
+    from im2rec.training.augment.ndarray_file import load_ndarrays
 
 
 def test_one(data: bytes) -> None:

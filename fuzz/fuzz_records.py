@@ -8,7 +8,7 @@ from _harness import run, scratch_file
 
 with atheris.instrument_imports():
     from im2rec.errors import Im2RecError
-    from im2rec.inspection import verify
+    from im2rec.inspect.verifying import verify
     from im2rec.recordio import IndexedRecordReader, RecordReader, unpack
 
 

@@ -1,4 +1,4 @@
-"""The normaliser (``im2rec.decoding._tensor.normalise``): any geometry and
+"""The normaliser (``im2rec.imaging._tensor.normalise``): any geometry and
 buffer sizes, negative and huge numbers included. ValueError or
 OverflowError, never a write or read outside the buffers."""
 
@@ -10,7 +10,7 @@ from _harness import run
 with atheris.instrument_imports():
     import numpy as np
 
-    from im2rec.decoding import _tensor
+    from im2rec.imaging import _tensor
 
 
 def number(fdp: atheris.FuzzedDataProvider) -> int:

@@ -58,7 +58,7 @@ def shard(compress: bool = False, pax: bool = False) -> bytes:
 
 def ndarray() -> bytes:
     sys.path.insert(0, str(Path(__file__).parent.parent))
-    from im2rec.augment.ndarray_file import save_ndarrays
+    from im2rec.training.augment.ndarray_file import save_ndarrays
 
     path = HERE / "mean.tmp"
     save_ndarrays(path, [("mean_img", np.arange(12, dtype=np.float32).reshape(3, 2, 2))])

@@ -30,8 +30,7 @@ from .recordio import (
     pack,
     unpack,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 # The training readers need Pillow; load them on first use so that
 # `import im2rec` (and the `rec` command's start-up) stays light.

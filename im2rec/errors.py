@@ -31,6 +31,7 @@ __all__ = [
     "DatasetError",
     "DuplicateKeyError",
     "ImageCodecError",
+    "ManifestError",
     "ImageTooLargeError",
     "Im2RecError",
     "IndexFormatError",
@@ -64,6 +65,11 @@ class IndexFormatError(Im2RecError, ValueError):
     """A ``.idx`` file has a malformed line or an impossible offset."""
 
 
+class ManifestError(Im2RecError, ValueError):
+    """A JSON file im2rec writes beside its outputs (a pack or shard
+    manifest, a resume state) is malformed, or from a newer im2rec."""
+
+
 class DuplicateKeyError(IndexFormatError):
     """The same key appears twice in one index."""
 
@@ -86,7 +92,7 @@ class ImageCodecError(Im2RecError, ValueError):
 
 class ImageTooLargeError(ImageCodecError):
     """An image, or the image an operation would make from it, has more
-    pixels than :func:`im2rec.imaging.pixel_limit` allows. ``output`` tells
+    pixels than :func:`im2rec.imaging.codec.pixel_limit` allows. ``output`` tells
     which: False for the stored image (a decompression bomb), True for a
     result (an extreme aspect ratio resized, a contact sheet)."""
 

@@ -6,13 +6,13 @@ libjpeg headers were found), and the whole test suite runs both ways.
 
 * ``words`` (``im2rec.recordio._words``) finds the magic word in a payload;
   without it, ``bytes.find`` or numpy;
-* ``copies`` (``im2rec.recordio._copies``) makes a batch of writes and
+* ``copies`` (``im2rec.storage._copies``) makes a batch of writes and
   sendfiles without the GIL; without it, one system call each;
 * ``ustar`` (``im2rec.formats._ustar``) checks a plain ustar tar header;
   without it, the same check in Python;
-* ``jpeg`` (``im2rec.decoding._jpeg``, libjpeg-turbo) decodes only the JPEG
+* ``jpeg`` (``im2rec.imaging._jpeg``, libjpeg-turbo) decodes only the JPEG
   region a crop keeps; without it, Pillow decodes the whole image;
-* ``tensor`` (``im2rec.decoding._tensor``) crops, mirrors and normalises
+* ``tensor`` (``im2rec.imaging._tensor``) crops, mirrors and normalises
   into the batch in one pass; without it, numpy.
 
 ``IM2REC_NO_NATIVE=1`` turns all of them off; it is read when an extension
@@ -42,10 +42,10 @@ __all__ = [
 #: name -> the extension module
 MODULES = {
     "words": "im2rec.recordio._words",
-    "copies": "im2rec.recordio._copies",
+    "copies": "im2rec.storage._copies",
     "ustar": "im2rec.formats._ustar",
-    "jpeg": "im2rec.decoding._jpeg",
-    "tensor": "im2rec.decoding._tensor",
+    "jpeg": "im2rec.imaging._jpeg",
+    "tensor": "im2rec.imaging._tensor",
 }
 
 _loaded: dict[str, ModuleType | None] = {}

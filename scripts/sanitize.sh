@@ -31,7 +31,7 @@ san="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined
 (cd "$out" && CC="$clang" LDSHARED="$clang -shared" CFLAGS="$san" LDFLAGS="$san" \
 	"$python" setup.py -q build_ext --inplace > build.log 2>&1) || { tail -30 "$out/build.log"; exit 1; }
 # every extension is optional in a normal install: here each one must exist
-for ext in decoding/_jpeg decoding/_tensor recordio/_words recordio/_copies formats/_ustar; do
+for ext in imaging/_jpeg imaging/_tensor recordio/_words storage/_copies formats/_ustar; do
 	ls "$out"/im2rec/$ext.*.so > /dev/null || { echo "$ext was not built; see $out/build.log"; exit 1; }
 done
 runtime=$("$python" -c "import atheris, os; print(os.path.join(os.path.dirname(os.path.dirname(atheris.__file__)), 'asan_with_fuzzer.so'))")
@@ -40,7 +40,7 @@ export LD_PRELOAD=$runtime PYTHONMALLOC=malloc
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$out"
-"$python" -c "import im2rec.decoding._jpeg as m; assert m.__file__.startswith('$PWD'), m.__file__"
+"$python" -c "import im2rec.imaging._jpeg as m; assert m.__file__.startswith('$PWD'), m.__file__"
 if [ "$mode" != "--fuzz-only" ]; then
 echo "== the native-code tests under ASan + UBSan"
 "$python" -m pytest -q -p no:cacheprovider -m "not compat" \

@@ -97,3 +97,46 @@ def test_no_import_cycles() -> None:
 def test_the_finder_sees_a_cycle_hidden_in_a_function() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+#: the package root: the public API, the bottom layer (errors, version, the
+#: native loader, the worker pools) and the names kept for old imports
+ROOT_MODULES = {
+    "im2rec", "im2rec.__main__", "im2rec.errors", "im2rec.version", "im2rec.native",
+    "im2rec.executors", "im2rec.loader", "im2rec.iterator", "im2rec.augment",
+}  # fmt: skip
+
+
+def test_the_root_holds_only_the_api_and_the_bottom_layer() -> None:
+    """Every capability lives in its folder (architecture.md); a new module
+    at the root is a decision, made here."""
+    root = {name for name, path in MODULES.items() if path.parent == PACKAGE}
+    assert root == ROOT_MODULES
+
+
+def test_every_package_is_in_a_layer() -> None:
+    """A new folder must take a place in pyproject.toml's layers contract."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text()
+    layers = text.split('type = "layers"', 1)[1].split("]", 1)[0]
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert {f for f in folders if f"im2rec.{f}" not in layers} == set()
+
+
+def test_imports_written_before_the_move_still_work() -> None:
+    """The paths the README of 0.1 taught, and the objects they give."""
+    from im2rec import augment, iterator, loader, training
+    from im2rec.executors import LocalExecutor
+    from im2rec.listing import ListOptions, make_lists
+    from im2rec.packing import PackOptions, pack_list
+
+    assert loader.RecordDataset is training.RecordDataset is im2rec.RecordDataset
+    assert iterator.ImageRecordIter is training.ImageRecordIter is im2rec.ImageRecordIter
+    assert augment.Augmenter is training.Augmenter is im2rec.Augmenter
+    assert all(
+        callable(x) for x in (LocalExecutor, ListOptions, make_lists, PackOptions, pack_list)
+    )
+
+
+def test_the_version_is_the_packages() -> None:
+    text = (PACKAGE.parent / "pyproject.toml").read_text()
+    assert f'version = "{im2rec.__version__}"' in text

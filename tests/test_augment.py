@@ -16,11 +16,11 @@ import pytest
 from PIL import Image
 
 from im2rec import ImageRecordInt8Iter, ImageRecordIter, ImageRecordUInt8Iter
-from im2rec.augment import Augmenter
-from im2rec.augment.color import EIGVEC, from_hls, to_hls
-from im2rec.augment.ndarray_file import load_ndarrays, save_ndarrays
 from im2rec.errors import ConfigError, DatasetError
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.augment import Augmenter
+from im2rec.training.augment.color import EIGVEC, from_hls, to_hls
+from im2rec.training.augment.ndarray_file import load_ndarrays, save_ndarrays
 
 from .conftest import photo
 
@@ -308,7 +308,7 @@ def test_shuffle_chunks_visit_byte_ranges_in_a_new_order_each_epoch(tmp_path: Pa
 
 
 def test_augmenter_for_a_dataloader_takes_the_same_options(tmp_path: Path) -> None:
-    from im2rec.loader import RecordDataset
+    from im2rec.training.dataset import RecordDataset
 
     rec = write_rec(tmp_path / "d.rec", [np.asarray(photo(64, 48, i)) for i in range(4)])
     recipe = Augmenter((3, 32, 32), random_resized_crop=True, min_random_area=0.08,

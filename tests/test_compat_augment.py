@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from im2rec.iterator import ImageRecordIter
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.iterator import ImageRecordIter
 
 from .conftest import MXNet, photo
 
@@ -162,7 +162,7 @@ def test_pca_noise_spreads_like_mxnet(
 def test_hsl_jitter_spreads_like_mxnet(
     mxnet: MXNet, photos: Path, plain: np.ndarray, tmp_path: Path, option: str
 ) -> None:
-    from im2rec.augment.color import to_hls
+    from im2rec.training.augment.color import to_hls
 
     theirs, ours = both(mxnet, photos, tmp_path, data_shape=(3, 32, 32), dtype="uint8",
                         **{option: 40})  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from im2rec.lstfile import read_lst
+from im2rec.listing.lstfile import read_lst
 from im2rec.packing import PackOptions, pack_list
 
 from .conftest import MXNet

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from im2rec.iterator import ImageRecordIter
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.iterator import ImageRecordIter
 
 from .conftest import MXNet, photo
 

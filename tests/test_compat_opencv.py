@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from im2rec.imaging import decode_bgr
+from im2rec.imaging.codec import decode_bgr
 
 from .conftest import MXNet, photo
 

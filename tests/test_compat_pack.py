@@ -161,7 +161,7 @@ def test_im2rec_drop_in_matches_im2rec_py(tmp_path: Path, mxnet: MXNet) -> None:
 def test_rebuilt_index_equals_im2rec_py_idx(dataset: Path, tmp_path: Path, mxnet: MXNet) -> None:
     """`rec index --keys id` reproduces the .idx im2rec.py wrote; `--keys seq`
     its offsets with keys 0..N-1, as MXNet's rec2idx.py does."""
-    from im2rec.inspection import rebuild_index
+    from im2rec.inspect.scanning import rebuild_index
 
     shutil.copy(dataset / "data.lst", tmp_path / "data.lst")
     mxnet.im2rec(

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from im2rec.augment.ndarray_file import load_ndarrays
 from im2rec.errors import Im2RecError
-from im2rec.iterator import ImageRecordIter
-from im2rec.mxiter import UnknownOptionWarning
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.augment.ndarray_file import load_ndarrays
+from im2rec.training.iterator import ImageRecordIter
+from im2rec.training.vocabulary import UnknownOptionWarning
 
 from .conftest import MXNet
 

@@ -12,12 +12,12 @@ from PIL import Image
 
 from im2rec.cli import main
 from im2rec.errors import DatasetError, DuplicateKeyError, RecordFormatError
+from im2rec.inspect.merging import merge_recs
+from im2rec.inspect.sheets import contact_sheet
+from im2rec.inspect.unpacking import unpack_rec
 from im2rec.listing import ListOptions, make_lists
-from im2rec.merging import merge_recs
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.sheets import contact_sheet
-from im2rec.unpacking import unpack_rec
 
 from .conftest import photo
 

@@ -20,9 +20,9 @@ from PIL import Image
 
 from im2rec.cli import main as cli
 from im2rec.errors import Im2RecError
-from im2rec.inspection import rebuild_index, summarise, verify
-from im2rec.iterator import ImageRecordIter
-from im2rec.loader import RecordDataset
+from im2rec.inspect.scanning import rebuild_index
+from im2rec.inspect.summary import summarise
+from im2rec.inspect.verifying import verify
 from im2rec.recordio import (
     IndexedRecordReader,
     IndexedRecordWriter,
@@ -33,6 +33,8 @@ from im2rec.recordio import (
     unpack,
 )
 from im2rec.recordio.framing import MAGIC_BYTES
+from im2rec.training.dataset import RecordDataset
+from im2rec.training.iterator import ImageRecordIter
 
 
 def _image(fmt: str, seed: int) -> bytes:

@@ -1,4 +1,4 @@
-"""Region decoding of JPEGs (im2rec.decoding): the pixels of a region are a
+"""Region decoding of JPEGs (im2rec.imaging): the pixels of a region are a
 full decode's, for every kind of JPEG; the whole decode_region output is
 Pillow's to within one level; damaged data fails cleanly; the Pillow path
 is what runs where the region decoder does not apply or is not built."""
@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
-from im2rec.decoding import jpeg
-from im2rec.decoding.regions import decode_region
 from im2rec.errors import ImageCodecError, ImageTooLargeError
+from im2rec.imaging import jpeg
+from im2rec.imaging.regions import decode_region
 
 from .conftest import photo
 
-native: Any = pytest.importorskip("im2rec.decoding._jpeg", reason="built without the extension")
+native: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without the extension")
 ImageFile.MAXBLOCK = 1 << 24  # progressive saves of large images in one buffer
 
 

@@ -136,8 +136,8 @@ def test_a_batch_job_stops_between_images(tmp_path: Path, monkeypatch: pytest.Mo
     from PIL import Image
 
     from im2rec import executors
-    from im2rec.iterator import ImageRecordIter
     from im2rec.recordio import IndexedRecordWriter, pack
+    from im2rec.training.iterator import ImageRecordIter
 
     with IndexedRecordWriter(tmp_path / "d.rec") as w:
         for i in range(8):

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from PIL import Image
 
 from im2rec.cli import main
-from im2rec.loader import RecordDataset
 from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
+from im2rec.training.dataset import RecordDataset
 
 FACES = PackOptions(pass_through=True, layout="insightface")
 

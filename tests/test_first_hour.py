@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from im2rec.atomic import AtomicGroup
 from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import RecordReader, RecordWriter, unpack
+from im2rec.storage.atomic import AtomicGroup
 
 from .conftest import photo, photo_folder, write_lst
 from .test_cli_pack import example, run

@@ -1,4 +1,4 @@
-"""The one-pass training path (im2rec.augment.fused): float32 samples made
+"""The one-pass training path (im2rec.training.augment.fused): float32 samples made
 straight from the region decoder's pixels are the general path's, value
 for value, for every crop recipe and kind of JPEG; what it does not take
 goes the general way; the C normaliser checks every size it is given."""
@@ -13,12 +13,12 @@ import pytest
 from PIL import Image
 
 from im2rec import native
-from im2rec.augment import Augmenter, fused
+from im2rec.training.augment import Augmenter, fused
 
 from .conftest import photo
 from .test_decoding import KINDS
 
-tensor: Any = pytest.importorskip("im2rec.decoding._tensor", reason="built without the extension")
+tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
 
 RECIPES: dict[str, dict[str, Any]] = {
     "random-resized crop": dict(random_resized_crop=True, min_random_area=0.08,

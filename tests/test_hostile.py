@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 from PIL import Image, features
 
 from im2rec.cli import main
-from im2rec.confined import ConfinedWriter, relative_name
 from im2rec.errors import DatasetError
 from im2rec.imagenet.preparing import ImagenetOptions, prepare_imagenet
+from im2rec.inspect.unpacking import read_class_map, unpack_rec
 from im2rec.listing import ListOptions, make_lists
-from im2rec.lstfile import read_lst
+from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.recordio.files import split_lines
-from im2rec.unpacking import read_class_map, unpack_rec
+from im2rec.storage.confined import ConfinedWriter, relative_name
+from im2rec.storage.files import split_lines
 
 from .imagenet_fixture import make_fake_imagenet, tar_bytes, train_files
 

@@ -179,7 +179,7 @@ def test_json_nested_past_the_parser_is_a_bad_sample(tmp_path: Path) -> None:
 
 
 def test_a_deeply_nested_sidecar_is_ignored(tmp_path: Path) -> None:
-    from im2rec.recordio.files import read_json
+    from im2rec.storage.files import read_json
 
     (tmp_path / "x.pack.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="nested too deeply"):

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from PIL import Image
 
 from im2rec import Augmenter
-from im2rec.augment.ndarray_file import MAX_ARRAYS, load_ndarrays, save_ndarrays
 from im2rec.cli import main
 from im2rec.errors import ConfigError, DatasetError
-from im2rec.lstfile import read_lst
+from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordWriter, RecordReader, pack, unpack
+from im2rec.training.augment.ndarray_file import MAX_ARRAYS, load_ndarrays, save_ndarrays
 
 
 def jpeg(seed: int = 0) -> bytes:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from im2rec.formats import image_size, jpeg_frame
+from im2rec.imaging.headers import image_size, jpeg_frame
 
 
 def encoded(mode: str, size: tuple[int, int], fmt: str, **kw: object) -> bytes:

@@ -11,7 +11,7 @@ from PIL import Image
 
 from im2rec import native
 from im2rec.errors import ImageCodecError
-from im2rec.imaging import backend_info, decode_bgr, encode_bgr
+from im2rec.imaging.codec import backend_info, decode_bgr, encode_bgr
 from im2rec.recordio import IRHeader, pack, pack_img, unpack_img
 
 
@@ -152,7 +152,7 @@ def test_backend_info() -> None:
     info = backend_info()
     assert info["backend"] in ("Pillow", "Pillow-SIMD")
     assert info["version"] == Image.__version__
-    built = importlib.util.find_spec("im2rec.decoding._jpeg") is not None
+    built = importlib.util.find_spec("im2rec.imaging._jpeg") is not None
     built = built and not native.switched_off()
     assert (info["region_decoder"] is not None) == built
     if built:

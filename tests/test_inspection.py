@@ -12,7 +12,9 @@ from click.testing import CliRunner
 
 from im2rec.cli import main
 from im2rec.errors import RecordFormatError
-from im2rec.inspection import Damage, rebuild_index, summarise, verify, walk_records
+from im2rec.inspect.scanning import Damage, rebuild_index, walk_records
+from im2rec.inspect.summary import summarise
+from im2rec.inspect.verifying import verify
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
 from im2rec.recordio.framing import MAGIC_BYTES
@@ -259,7 +261,7 @@ def test_a_length_word_cut_into_the_padding_is_damage(tmp_path: Path, cut: int) 
     """A record whose length word lost 1-3 bytes still ends where it did
     (the lost bytes became padding): verify reports the padding that is not
     zeros, and merge refuses the file, where both saw a whole file."""
-    from im2rec.merging import merge_recs
+    from im2rec.inspect.merging import merge_recs
 
     path = tmp_path / "cut.rec"
     with IndexedRecordWriter(path) as w:

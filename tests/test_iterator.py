@@ -21,9 +21,9 @@ from im2rec.errors import (
     MissingFileError,
     TruncatedRecordError,
 )
-from im2rec.iterator import ImageRecordIter
-from im2rec.mxiter import UnknownOptionWarning, lst_labels
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.iterator import ImageRecordIter
+from im2rec.training.vocabulary import UnknownOptionWarning, lst_labels
 
 from .conftest import photo
 
@@ -553,7 +553,7 @@ def test_seed_aug_alone_decides_the_augmentation(rec: Path) -> None:
 
 @pytest.mark.parametrize("inter_method", [0, 1, 2, 3, 4])
 def test_every_inter_method_is_its_pillow_filter(rec: Path, inter_method: int) -> None:
-    from im2rec.augment import INTERPOLATION
+    from im2rec.training.augment import INTERPOLATION
 
     it = make(rec, resize=50, inter_method=inter_method, dtype="uint8")
     got = it.next().data[0][0]

@@ -10,16 +10,9 @@ from pathlib import Path
 import pytest
 
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
-from im2rec.listing import (
-    SMALL_CLASS,
-    UNSAFE_NAME,
-    Entry,
-    ListOptions,
-    make_lists,
-    plan_lists,
-    scan_folder,
-)
-from im2rec.lstfile import format_lst_line
+from im2rec.listing import Entry, ListOptions, make_lists, plan_lists, scan_folder
+from im2rec.listing.lstfile import format_lst_line
+from im2rec.listing.walking import SMALL_CLASS, UNSAFE_NAME
 
 from .conftest import touch
 

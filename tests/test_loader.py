@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from im2rec.errors import ImageCodecError
-from im2rec.loader import RecordDataset
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training.dataset import RecordDataset
 
 from .conftest import photo
 
@@ -98,7 +98,7 @@ def corrupt_rec(tmp_path: Path) -> Path:
 
 
 def test_corrupt_image_in_a_transform_names_key_and_offset(tmp_path: Path) -> None:
-    from im2rec.augment import Augmenter
+    from im2rec.training.augment import Augmenter
 
     ds = RecordDataset(corrupt_rec(tmp_path), output="bytes", transform=Augmenter((3, 4, 4)))
     assert ds[1][0].shape == (3, 4, 4)
@@ -110,7 +110,7 @@ def test_corrupt_image_in_a_transform_names_key_and_offset(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("output", ["pil", "bytes"])
 def test_on_corrupt_skip_returns_the_next_record_that_decodes(tmp_path: Path, output: str) -> None:
-    from im2rec.augment import Augmenter
+    from im2rec.training.augment import Augmenter
 
     transform = Augmenter((3, 4, 4), dtype="uint8") if output == "bytes" else None
     ds = RecordDataset(corrupt_rec(tmp_path), output=output, transform=transform, on_corrupt="skip")  # type: ignore[arg-type]
@@ -193,7 +193,7 @@ def test_augmenter_as_transform_in_a_dataloader(plain: Path, method: str) -> Non
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
-    from im2rec.augment import Augmenter
+    from im2rec.training.augment import Augmenter
 
     augment = Augmenter((3, 12, 12), random_resized_crop=True, rand_mirror=True)
     ds = RecordDataset(plain, output="bytes", transform=augment, target_transform=first_label)

@@ -50,10 +50,11 @@ def run(code: str, **env: str) -> str:
 
 def test_one_switch_turns_every_extension_off() -> None:
     code = """
-from im2rec.recordio import framing, copying
+from im2rec.recordio import framing
+from im2rec.storage import copying
 from im2rec.formats import tars
-from im2rec.decoding import jpeg
-from im2rec.augment import fused
+from im2rec.imaging import jpeg
+from im2rec.training.augment import fused
 print(framing._has_word, copying._copy_records, tars._plain_file, jpeg._native, fused._tensor,
       jpeg.enabled(), fused.available())
 """

@@ -24,7 +24,7 @@ from PIL import Image
 
 from .conftest import photo
 
-jpeg_native: Any = pytest.importorskip("im2rec.decoding._jpeg", reason="built without it")
+jpeg_native: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without it")
 
 
 def plain_jpeg(size: tuple[int, int] = (32, 32)) -> bytes:
@@ -198,7 +198,7 @@ def test_gray_images_of_every_sampling_decode_a_region_exactly(sampled_jpeg: Pat
 
 # -- the normaliser ----------------------------------------------------------
 
-tensor_native: Any = pytest.importorskip("im2rec.decoding._tensor", reason="built without it")
+tensor_native: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without it")
 
 
 def normalise(out: Any, pixels: Any, *geometry: int, flip: bool = False) -> None:
@@ -245,7 +245,7 @@ def test_normalise_refuses_a_misaligned_output() -> None:
 
 # -- the copier ----------------------------------------------------------------
 
-copies_native: Any = pytest.importorskip("im2rec.recordio._copies", reason="built without it")
+copies_native: Any = pytest.importorskip("im2rec.storage._copies", reason="built without it")
 
 
 @pytest.mark.parametrize(

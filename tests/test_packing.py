@@ -14,11 +14,11 @@ from PIL import Image
 
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
 from im2rec.executors import LocalExecutor
-from im2rec.imaging import im2rec_geometry
-from im2rec.lstfile import read_lst
+from im2rec.imaging.codec import im2rec_geometry
+from im2rec.listing.lstfile import read_lst
 from im2rec.packing import DiskFullError, PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
-from im2rec.recordio import copying as copying_module
+from im2rec.storage import copying as copying_module
 
 from .conftest import make_odd_images, photo, photo_folder, write_lst
 
@@ -172,8 +172,8 @@ def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
     """A second run on the same list would write the same temporary files."""
     from click.testing import CliRunner
 
-    from im2rec.atomic import BusyError, exclusive
     from im2rec.cli import main
+    from im2rec.storage.atomic import BusyError, exclusive
 
     with exclusive(photos, "packing"):  # as another process holds it
         with pytest.raises(BusyError, match="another process is packing it right now"):

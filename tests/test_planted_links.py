@@ -242,8 +242,8 @@ def test_a_resumed_pack_refuses_a_partial_file_that_is_a_link(tmp_path: Path) ->
 
 
 def test_create_output_replaces_what_is_in_the_way(tmp_path: Path) -> None:
-    from im2rec.atomic import create_output
     from im2rec.errors import OutputError
+    from im2rec.storage.atomic import create_output
 
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")
@@ -279,8 +279,8 @@ def test_create_output_replaces_what_is_in_the_way(tmp_path: Path) -> None:
 def test_the_library_writers_replace_a_planted_link(tmp_path: Path) -> None:
     import numpy as np
 
-    from im2rec.augment.ndarray_file import save_ndarrays
     from im2rec.recordio import MXIndexedRecordIO, RecordIndex
+    from im2rec.training.augment.ndarray_file import save_ndarrays
 
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")

@@ -17,8 +17,8 @@ for name in ("pread", "writev", "O_NONBLOCK", "O_NOFOLLOW"):
 import io
 from PIL import Image
 from im2rec import RecordDataset, recordio
-from im2rec.recordio.files import pread
-assert pread.__module__ == "im2rec.recordio.files"  # the fallback, not os.pread
+from im2rec.storage.files import pread
+assert pread.__module__ == "im2rec.storage.files"  # the fallback, not os.pread
 w = recordio.MXIndexedRecordIO("p.idx", "p.rec", "w")
 for i in range(20):
     out = io.BytesIO()

@@ -135,7 +135,7 @@ def test_fifos_are_refused_not_waited_on(rec: Path, tmp_path: Path) -> None:
     """Opening a FIFO for reading waits for a writer: every input refuses one."""
     import signal
 
-    from im2rec.lstfile import read_lst
+    from im2rec.listing.lstfile import read_lst
 
     def hung(_signum: int, _frame: object) -> None:
         raise TimeoutError("a FIFO was opened and waited on")

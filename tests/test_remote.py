@@ -20,10 +20,10 @@ from PIL import Image
 
 from im2rec import recordio
 from im2rec.errors import MissingFileError
-from im2rec.iterator import ImageRecordIter
-from im2rec.loader import RecordDataset
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordReader, pack
 from im2rec.storage import remote
+from im2rec.training.dataset import RecordDataset
+from im2rec.training.iterator import ImageRecordIter
 
 from .s3server import BUCKET
 

@@ -1,4 +1,4 @@
-"""Reused output arrays (im2rec.augment.reuse): memory comes back only when
+"""Reused output arrays (im2rec.training.augment.reuse): memory comes back only when
 nothing refers to an array any more."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from im2rec.augment import Augmenter, reuse
+from im2rec.training.augment import Augmenter, reuse
 
 
 def address(a: np.ndarray) -> int:

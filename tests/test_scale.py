@@ -342,8 +342,8 @@ def test_no_copy_in_a_read_only_folder_or_when_turned_off(
 def test_a_streamed_list_reads_as_the_whole_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, text: str
 ) -> None:
-    from im2rec import lstfile
-    from im2rec.recordio.files import split_lines
+    from im2rec.listing import lstfile
+    from im2rec.storage.files import split_lines
 
     lst = tmp_path / "a.lst"
     lst.write_bytes(text.encode("utf-8"))
@@ -360,8 +360,8 @@ def test_a_streamed_list_reads_as_the_whole_text(
 def test_a_streamed_list_names_bad_bytes_and_repeated_indexes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from im2rec import lstfile
     from im2rec.errors import DatasetError
+    from im2rec.listing import lstfile
 
     monkeypatch.setattr(lstfile, "_BLOCK", 16)
     lst = tmp_path / "a.lst"

@@ -20,14 +20,14 @@ import pytest
 from click.testing import CliRunner
 
 from im2rec.cli import main
-from im2rec.cluster import DaskRunner, LocalRunner
 from im2rec.errors import ConfigError, DatasetError, Im2RecError
 from im2rec.executors import LocalExecutor
 from im2rec.listing import ListOptions, make_lists
-from im2rec.lstfile import read_lst
+from im2rec.listing.lstfile import read_lst
 from im2rec.packing import PackOptions, pack_list
+from im2rec.packing.cluster import DaskRunner, LocalRunner
+from im2rec.packing.sharding import ShardedResult, pack_sharded, shard_specs
 from im2rec.recordio import RecordReader, load_index, unpack
-from im2rec.sharding import ShardedResult, pack_sharded, shard_specs
 
 from .conftest import photo
 
@@ -177,7 +177,7 @@ def test_an_interrupted_shard_says_it_starts_over(images: Path, tmp_path: Path) 
     removed (the message must not promise a partial output), and --resume
     packs the rest to the same bytes."""
     from im2rec.packing import PackInterrupted
-    from im2rec.sharding import RunHooks
+    from im2rec.packing.sharding import RunHooks
 
     lst = listed(images, tmp_path / "want")
     local(lst, 3)

@@ -24,7 +24,8 @@ import pytest
 
 from im2rec import ImageRecordIter, RecordDataset
 from im2rec.errors import Im2RecError, TruncatedRecordError
-from im2rec.inspection import verify, walk_records
+from im2rec.inspect.scanning import walk_records
+from im2rec.inspect.verifying import verify
 from im2rec.recordio import (
     IndexedRecordReader,
     IRHeader,
@@ -210,8 +211,8 @@ def test_rec_verify_process_while_another_truncates(tmp_path: Path) -> None:
 def test_merge_refuses_an_input_that_changes_after_it_was_checked(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from im2rec import merging
-    from im2rec.merging import merge_recs
+    from im2rec.inspect import merging
+    from im2rec.inspect.merging import merge_recs
 
     checked = merging._check_whole
 

@@ -33,7 +33,7 @@ def test_local_paths_never_import_fsspec(tmp_path: Path) -> None:
     code = (
         "import sys\nfrom im2rec.recordio import IndexedRecordReader\n"
         f"r = IndexedRecordReader({str(rec)!r}); r.read_key(3)\n"
-        "from im2rec.inspection import verify; verify(r.name)\n"
+        "from im2rec.inspect.verifying import verify; verify(r.name)\n"
         "print('fsspec' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

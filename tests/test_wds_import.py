@@ -18,8 +18,8 @@ from im2rec.formats.tars import Sample
 from im2rec.formats.wds_export import _header_json, export_webdataset
 from im2rec.formats.wds_import import _exported_fast, _general, import_webdataset
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
-from im2rec.recordio.files import FileRange
 from im2rec.recordio.framing import MAGIC_BYTES
+from im2rec.storage.files import FileRange
 
 from .test_webdataset import hostile, image
 

@@ -23,8 +23,8 @@ from im2rec.formats.tarwriter import member_header
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
-from im2rec.recordio.files import FileRange
 from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic
+from im2rec.storage.files import FileRange
 
 from .test_faces import make_faces
 
@@ -497,8 +497,8 @@ def test_an_export_whose_copies_fail_leaves_no_shard(
     finished or temporary, is left."""
     import errno
 
-    from im2rec.recordio import copying
     from im2rec.recordio.chunks import Chunks
+    from im2rec.storage import copying
 
     rng = np.random.default_rng(3)
     path = tmp_path / "big.rec"

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from im2rec.errors import DuplicateKeyError, ModeError, TruncatedRecordError
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, RecordWriter, frame
-from im2rec.recordio import copying as copying_module
-from im2rec.recordio.files import FileRange, HeldFile
 from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic, needs_split
+from im2rec.storage import copying as copying_module
+from im2rec.storage.files import FileRange, HeldFile
 
 
 def test_writes_appear_only_when_closed(tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ def copies(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Both ways of making a batch of copies: the C helper (when built) and
     the Python loop used without it."""
     if request.param == "C helper":
-        pytest.importorskip("im2rec.recordio._copies", reason="built without a compiler")
+        pytest.importorskip("im2rec.storage._copies", reason="built without a compiler")
     else:
         monkeypatch.setattr(copying_module, "_copy_records", None)
     return str(request.param)

@@ -14,14 +14,14 @@ import sys
 
 import click
 
-from .. import __version__
+from ..version import __version__
 from .common import EXIT_INTERRUPTED, handle_errors
 
 __all__ = ["EXIT_INTERRUPTED", "handle_errors", "main", "version_text"]
 
 
 def version_text() -> str:
-    from ..imaging import backend_info
+    from ..imaging.codec import backend_info
 
     info = backend_info()
     turbo = info["libjpeg_turbo"]

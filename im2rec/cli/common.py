@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # rich is imported when output is made, not at start-up
     from rich.console import Console
     from rich.progress import Progress
 
-from ..atomic import open_output
 from ..errors import ConfigError, Im2RecError
+from ..storage.atomic import open_output
 
 __all__ = [
     "DASH_REC",

@@ -24,7 +24,7 @@ import sys
 
 from ..errors import Im2RecError
 from ..executors import LocalExecutor, default_workers
-from ..listing import ListOptions, make_lists
+from ..listing.making import ListOptions, make_lists
 from ..packing import PackOptions, pack_list
 from .common import (
     EXIT_INTERRUPTED,
@@ -158,7 +158,7 @@ def _pack(args: argparse.Namespace) -> int:
         print(f"Did not find and list file with prefix {args.prefix}")  # im2rec.py's words
         return 0
     with LocalExecutor(
-        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging"]
+        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging.codec"]
     ) as executor:
         executor.start(io_bound=options.pass_through)
         for lst in lists:

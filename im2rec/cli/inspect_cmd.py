@@ -8,8 +8,10 @@ from typing import Any
 
 import click
 
-from ..inspection import rebuild_index, summarise, verify
-from ..lstfile import class_map_beside, read_class_map
+from ..inspect.scanning import rebuild_index
+from ..inspect.summary import summarise
+from ..inspect.verifying import verify
+from ..listing.lstfile import class_map_beside, read_class_map
 from ..storage import is_url, sibling
 from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
 

@@ -10,8 +10,8 @@ import click
 from rich.table import Table
 
 from ..errors import ConfigError
-from ..listing import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists
-from ..lstfile import printable
+from ..listing.lstfile import printable
+from ..listing.making import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists
 from ..storage import is_url
 from .common import InputPath, err_console, handle_errors, out_console, progress_counter
 

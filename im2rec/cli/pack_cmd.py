@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..executors import LocalExecutor, default_workers
-from ..lstfile import find_lists
+from ..listing.lstfile import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
 from .common import (
     InputPath,
@@ -24,7 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
-    from ..sharding import ShardedResult, ShardRunner
+    from ..packing.sharding import ShardedResult, ShardRunner
 
 __all__ = ["pack_command"]
 
@@ -178,13 +178,13 @@ def pack_command(
             layout=layout,
         )  # fmt: skip
         if executor == "dask":
-            from ..cluster import require_dask
+            from ..packing.cluster import require_dask
 
             require_dask()  # before any work: a missing extra is a setup mistake
         lists = _find_lists(targets)
         with ExitStack() as stack:
             # Workers re-encoding images need Pillow; pass-through reads in threads.
-            preload = [] if pass_through else ["im2rec.packing", "im2rec.imaging"]
+            preload = [] if pass_through else ["im2rec.packing", "im2rec.imaging.codec"]
             pool = stack.enter_context(LocalExecutor(num_workers, preload=preload))
             runner = _runner(stack, pool, executor, scheduler, num_workers, options, shards)
             bar = stack.enter_context(progress_bar(quiet=quiet or as_json))
@@ -196,7 +196,7 @@ def pack_command(
                         on_progress=track, overwrite=overwrite,
                     )  # fmt: skip
                 else:
-                    from ..sharding import pack_sharded
+                    from ..packing.sharding import pack_sharded
 
                     assert runner is not None
                     result = pack_sharded(
@@ -260,13 +260,13 @@ def _runner(
     """Where shards run (None without --shards); local workers start now,
     while the lists are read."""
     if executor == "dask" and shards is not None:
-        from ..cluster import DaskRunner
+        from ..packing.cluster import DaskRunner
 
         return stack.enter_context(DaskRunner(scheduler, workers=workers))
     pool.start(io_bound=options.pass_through)
     if shards is None:
         return None
-    from ..cluster import LocalRunner
+    from ..packing.cluster import LocalRunner
 
     return LocalRunner(pool)
 

@@ -9,11 +9,11 @@ import json
 
 import click
 
-from ..lstfile import class_map_beside, read_class_map
-from ..merging import merge_recs
-from ..sheets import contact_sheet
+from ..inspect.merging import merge_recs
+from ..inspect.sheets import contact_sheet
+from ..inspect.unpacking import unpack_rec
+from ..listing.lstfile import class_map_beside, read_class_map
 from ..storage import is_url
-from ..unpacking import unpack_rec
 from .common import DASH_REC, REC, handle_errors, spooled_input, to_stdout
 
 __all__ = ["merge_command", "show_command", "unpack_command"]

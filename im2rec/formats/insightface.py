@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
+from ..imaging.headers import image_size
 from ..recordio import IndexedRecordWriter, IRHeader, pack
 from ..recordio.faces import MAX_IDENTITIES, face_header
 from ..recordio.framing import needs_split
 from ..recordio.keyset import KeySet
-from . import image_size
 
 __all__ = [
     "FaceCounts",
@@ -212,7 +212,8 @@ def convert_to_faces(
     The record headers are walked first (8 bytes and a header a record), so
     a label that is not an identity, or a file already in the layout, is an
     error before anything is written."""
-    from ..inspection import FRAME_WORDS, face_layout, header_at, walk_records
+    from ..inspect.scanning import FRAME_WORDS, header_at, walk_records
+    from ..inspect.summary import face_layout
     from ..recordio import RecordReader, read_record, unpack
 
     target = Path(os.fspath(out)).with_suffix(".rec")

@@ -10,7 +10,7 @@ up to the first dot of its last component). Untrusted shards are read as
 with ``..`` is refused, a field repeated within a sample is refused, and a
 member larger than a record can be is skipped unread. In a plain (not
 compressed) shard, an image-sized member is not copied into the sample but
-given as where it lies (:class:`~im2rec.recordio.files.FileRange`), with
+given as where it lies (:class:`~im2rec.storage.files.FileRange`), with
 the chunk of the shard just read that holds it, so ``rec import`` writes it
 from there as ``cat`` writes what it read (or, larger than a chunk, has
 the kernel copy it).
@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .. import native
-from ..confined import relative_name
 from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
-from ..recordio.files import FileRange, HeldFile, open_regular, pread
 from ..recordio.framing import has_aligned_magic
+from ..storage.confined import relative_name
+from ..storage.files import FileRange, HeldFile, open_regular, pread
 
 __all__ = ["BoundedTarInfo", "Data", "Sample", "expand_shards", "samples"]
 

@@ -4,10 +4,10 @@ samples always make the same bytes; a new shard starts when the next sample
 would pass ``maxcount`` samples or ``maxsize`` bytes (as WebDataset's own
 ``ShardWriter``). Every shard is written to a temporary file and they all
 appear together, when the last is complete. Images given with the bytes a
-reader holds (a :class:`~im2rec.recordio.files.FileRange` with ``data``)
+reader holds (a :class:`~im2rec.storage.files.FileRange` with ``data``)
 are written at once, while those bytes are in the CPU's cache; images only
 in the ``.rec`` are copied by the kernel, a batch at a time, on a copying
-thread (:class:`~im2rec.recordio.copying.Copier`).
+thread (:class:`~im2rec.storage.copying.Copier`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import re
 import tarfile
 from typing import Any
 
-from ..atomic import AtomicGroup
 from ..errors import ConfigError
-from ..recordio.copying import Copier, batches, send_batch, write_all
-from ..recordio.files import FileRange
+from ..storage.atomic import AtomicGroup
+from ..storage.copying import Copier, batches, send_batch, write_all
+from ..storage.files import FileRange
 
 __all__ = ["ShardWriter", "member_header"]
 

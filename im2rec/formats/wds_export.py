@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..inspection import FRAME_WORDS, header_at, walk_records
+from ..imaging.headers import image_extension
+from ..inspect.scanning import FRAME_WORDS, header_at, walk_records
 from ..recordio import read_index_entries, read_record, unpack
 from ..recordio.chunks import Chunks
-from ..recordio.files import FileRange
 from ..recordio.framing import LENGTH_MASK
 from ..storage import exists, is_url, sibling
+from ..storage.files import FileRange
 from ..storage.objects import publish, url_join
-from . import image_extension
 from .tarwriter import ShardWriter
 
 __all__ = ["ExportResult", "export_webdataset"]

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_file
 from ..errors import DatasetError, RecordFormatError
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
-from ..recordio.files import FileRange
 from ..recordio.framing import needs_split
 from ..recordio.header import stored_label
+from ..storage.atomic import write_file
+from ..storage.files import FileRange
 from .tars import Data, Sample, samples
 
 __all__ = ["ImportResult", "import_webdataset"]

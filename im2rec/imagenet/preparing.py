@@ -23,14 +23,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from ..atomic import open_output, own_folder, write_file
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
-from ..lstfile import format_lst_line
+from ..listing.lstfile import format_lst_line
 from ..packing import PackOptions, pack_list
-from ..recordio.files import read_json, split_lines
+from ..recordio.manifests import dump, load_pack_manifest
+from ..storage.atomic import open_output, own_folder, write_file
+from ..storage.files import read_json, split_lines
 from .tarstream import Member, OddImage, extract_train, extract_val, list_members
 from .valmap import ValMap, bundled_val_map, load_devkit, load_val_map
 
@@ -50,6 +51,19 @@ CHECKSUMS = {
     VAL_TAR: "5f3f73da3395154b60528b2b2a2caf2374f5f178",
 }
 STATE = ".im2rec-imagenet.json"
+#: the layout version of STATE (docs/format.md, "im2rec's own files")
+STATE_FORMAT = 1
+
+
+class DoneState(TypedDict):
+    """STATE, written last into a finished target folder."""
+
+    format: int
+    complete: bool
+    result: dict[str, Any]  # ImagenetResult.to_dict()
+    written: str
+
+
 TRAIN_SHUFFLE_SEED = 0
 Progress = Callable[[str, int, int], None]  # (step, bytes or entries done, total)
 
@@ -136,7 +150,8 @@ def prepare_imagenet(opts: ImagenetOptions, on_progress: Progress | None = None)
         ) from None
     result.odd_images = _odd_report(staging / "odd_images.partial.tsv", staging / "odd_images.tsv")
     result.seconds = time.perf_counter() - t0
-    state = {"complete": True, "result": result.to_dict(), "written": time.strftime("%F %T")}
+    state: DoneState = {"format": STATE_FORMAT, "complete": True, "result": result.to_dict(),
+                        "written": time.strftime("%F %T")}  # fmt: skip
     write_file(staging / STATE, json.dumps(state, indent=1) + "\n")
     os.replace(staging, target)
     return result
@@ -174,13 +189,20 @@ def _finished(target: Path) -> ImagenetResult | None:
         state = read_json(target / STATE)
     except (OSError, ValueError):
         return None
-    if not state.get("complete"):
+    # another version's (or a damaged) record: prepare again rather than guess
+    if not isinstance(state, dict) or state.get("format", 1) != STATE_FORMAT:
         return None
-    saved = state["result"]
-    return ImagenetResult(
-        target, saved["classes"], saved["train_images"], saved["val_images"], saved["val_map"],
-        [OddImage(**o) for o in saved["odd_images"]], saved["rec"], already_done=True,
-    )  # fmt: skip
+    if state.get("complete") is not True:
+        return None
+    try:
+        saved = state["result"]
+        return ImagenetResult(
+            target, saved["classes"], saved["train_images"], saved["val_images"],
+            saved["val_map"], [OddImage(**o) for o in saved["odd_images"]], saved["rec"],
+            already_done=True,
+        )  # fmt: skip
+    except (KeyError, TypeError):
+        return None
 
 
 def _validate(opts: ImagenetOptions, staging: Path, progress: Progress) -> _Plan:
@@ -353,16 +375,17 @@ def _rec(
                     f"(listed in {packed.failure_report}); fix them, then run again with --resume"
                 )
             lst.unlink()
-            manifest = out / f"{split}.pack.json"
-            data = read_json(manifest)
-            data["root"] = str(target / split)  # where the images are once the run is finished
-            write_file(manifest, json.dumps(data, indent=1) + "\n")
+            path = out / f"{split}.pack.json"
+            manifest = load_pack_manifest(read_json(path), str(path))
+            manifest["root"] = str(target / split)  # where the images are once the run is finished
+            write_file(path, dump(manifest))
 
 
 def _rec_summary(rec: Path) -> dict[str, Any]:
     out = {}
     for split in ("train", "val"):
-        manifest = read_json(rec / f"{split}.pack.json")
+        path = rec / f"{split}.pack.json"
+        manifest = load_pack_manifest(read_json(path), str(path))
         out[split] = {"records": manifest["records"], "bytes": manifest["rec"]["bytes"]}
     return out
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import create_output, fresh_folder, own_folder
 from ..errors import DatasetError, Im2RecError, ImageCodecError
-from ..formats import jpeg_frame
 from ..formats.tars import BoundedTarInfo
-from ..imaging import DECODE_ERRORS, open_image
-from ..lstfile import cannot_carry, printable
-from ..recordio.files import open_regular
+from ..imaging.codec import DECODE_ERRORS, open_image
+from ..imaging.headers import jpeg_frame
+from ..listing.lstfile import cannot_carry, printable
 from ..recordio.writer import write_all
+from ..storage.atomic import create_output, fresh_folder, own_folder
+from ..storage.files import open_regular
 
 __all__ = ["Member", "OddImage", "extract_train", "extract_val", "list_members", "sniff"]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import DatasetError, Im2RecError
 from ..formats.tars import BoundedTarInfo
-from ..recordio.files import open_regular, split_lines
+from ..storage.files import open_regular, split_lines
 from .matfile import MAX_INFLATED, read_mat
 
 __all__ = ["BUNDLED", "ValMap", "bundled_val_map", "load_devkit", "load_val_map"]

@@ -7,7 +7,7 @@ writing, the manifest), :mod:`.encoding` (one image to one record),
 :mod:`.faces_plan` (InsightFace's layout), :mod:`.remote` (lists and
 outputs in a store).
 
-Stages: read the list (:mod:`im2rec.lstfile`); encode each image in a worker
+Stages: read the list (:mod:`im2rec.listing.lstfile`); encode each image in a worker
 (:class:`Encoder`: read the file, optionally re-encode it, prepend the
 header); write the records in list order (:func:`pack_list`). A bad image is
 a :class:`Failure` (data, not an exception): it is counted, written to the

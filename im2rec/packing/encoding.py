@@ -17,11 +17,11 @@ from ..errors import (
     ImageTooLargeError,
     MissingFileError,
 )
-from ..lstfile import ListItem
+from ..listing.lstfile import ListItem
 from ..recordio import MAX_RECORD_SIZE, IRHeader, pack
-from ..recordio.files import NOT_REGULAR, open_regular
 from ..recordio.framing import needs_split
 from ..storage import is_url
+from ..storage.files import NOT_REGULAR, open_regular
 from ..storage.objects import url_join
 
 MAX_SIDE = 65_535
@@ -192,7 +192,7 @@ def _reencode(data: bytes, o: PackOptions) -> bytes | Failure:
     # starts without it.
     from PIL import Image
 
-    from ..decoding.regions import transcode
+    from ..imaging.regions import transcode
 
     try:
         with warnings.catch_warnings():

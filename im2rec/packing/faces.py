@@ -18,17 +18,17 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from ..atomic import AtomicGroup, write_file
 from ..errors import DatasetError, Im2RecError
 from ..formats.insightface import identity_of_label, write_faces, write_property
 from ..recordio import RecordReader, unpack
-from ..recordio.files import read_json
-from ..resuming import PartialFiles, check_replaceable, manifest_matches
+from ..recordio.manifests import MadeWith, load_pack_manifest
+from ..storage.atomic import AtomicGroup, write_file
+from ..storage.files import read_json
 from .faces_plan import IdentityPlan, plan_identities
 from .outcome import PackResult, result_from_manifest
 from .pipeline import PackRun, pack_plain, run_state, write_manifest
+from .resuming import PartialFiles, check_replaceable, manifest_matches
 
 __all__ = ["pack_faces"]
 
@@ -46,8 +46,9 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     state = run_state(files, run.options, run.root)
     stage = staging_files(files)
     if resume and not stage.lst.exists() and _finished(files, state):
-        result = result_from_manifest(files, range(plan.count), read_json(files.manifest))
-        result.identities = read_json(files.manifest).get("identities")
+        manifest = load_pack_manifest(read_json(files.manifest), str(files.manifest))
+        result = result_from_manifest(files, range(plan.count), manifest)
+        result.identities = manifest.get("identities")
         return result
     if not run.overwrite and not (resume and stage.lst.exists()):
         check_replaceable(files.rec, files.manifest, state, files.lst.name)
@@ -73,8 +74,7 @@ def pack_faces(files: PartialFiles, run: PackRun) -> PackResult:
     result.discarded_partial = staged.discarded_partial
     _move_report(staged.failure_report, files, plan, result)
     write_manifest(
-        files, result, state, counts.rec_sha256, counts.idx_sha256,
-        layout="insightface", identities=counts.identities,
+        files, result, state, counts.rec_sha256, counts.idx_sha256, identities=counts.identities,
     )  # fmt: skip
     for path in (stage.lst, stage.rec, stage.idx, stage.manifest, stage.report):
         path.unlink(missing_ok=True)
@@ -100,7 +100,7 @@ def _stage_list(plan: IdentityPlan, path: Path) -> None:
             f.write(piece)
 
 
-def _finished(files: PartialFiles, state: dict[str, Any]) -> bool:
+def _finished(files: PartialFiles, state: MadeWith) -> bool:
     """The layout was written from this very list, root and options, and has
     the sizes its manifest records."""
     try:

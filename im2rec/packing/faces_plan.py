@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import DatasetError
 from ..formats.insightface import identity_of_label
-from ..lstfile import ListItem, item_line, iter_lst
+from ..listing.lstfile import ListItem, item_line, iter_lst
 from ..recordio.keyset import KeySet
 
 __all__ = ["IdentityPlan", "plan_identities"]

@@ -3,10 +3,10 @@ pipeline, or InsightFace's face layout (a plain pack, then renumbered)."""
 
 from __future__ import annotations
 
-from ..resuming import PartialFiles
 from .faces import pack_faces
 from .outcome import PackResult
 from .pipeline import PackRun, pack_plain
+from .resuming import PartialFiles
 
 __all__ = ["pack_files"]
 

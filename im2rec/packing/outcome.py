@@ -14,9 +14,8 @@ from typing import Any
 from ..errors import (
     Im2RecError,
 )
-from ..resuming import (
-    PartialFiles,
-)
+from ..recordio.manifests import PackManifest
+from .resuming import PartialFiles
 
 KEPT = "the partial output is kept: run the same command with --resume to continue"
 
@@ -75,7 +74,7 @@ class PackResult:
         return d
 
 
-def result_from_manifest(files: PartialFiles, items: Sized, manifest: dict[str, Any]) -> PackResult:
+def result_from_manifest(files: PartialFiles, items: Sized, manifest: PackManifest) -> PackResult:
     """The result of a finished pack, from its manifest."""
     report = files.report if files.report.exists() else None
     return PackResult(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import itertools
-import json
 import os
 import time
 from collections import Counter
@@ -14,25 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..atomic import AtomicGroup, open_output
 from ..errors import (
     DatasetError,
     MissingFileError,
 )
 from ..executors import LocalExecutor, WorkerCrashed
-from ..lstfile import ListItem, ListStream, find_root, printable
+from ..listing.lstfile import ListItem, ListStream, find_root, printable
 from ..recordio import IndexedRecordWriter
-from ..recordio.files import read_json
-from ..resuming import (
-    PartialFiles,
-    check_replaceable,
-    finished,
-    recover,
-    sha256_file,
-    start_fresh,
-)
+from ..recordio.manifests import PACK_FORMAT, MadeWith, PackManifest, dump, load_pack_manifest
 from ..storage import is_url
+from ..storage.atomic import AtomicGroup, open_output
+from ..storage.files import read_json
+from ..version import __version__
 from .encoding import Encoder, Failure, Packed, PackOptions
 from .outcome import (
     KEPT,
@@ -41,6 +33,15 @@ from .outcome import (
     PackResult,
     all_failed,
     result_from_manifest,
+)
+from .resuming import (
+    PartialFiles,
+    check_replaceable,
+    finished,
+    read_state,
+    recover,
+    sha256_file,
+    start_fresh,
 )
 
 Progress = Callable[[int, int, int], None]  # (entries done, entries, bytes written)
@@ -61,7 +62,7 @@ class PackRun:
 
 def run_state(
     files: PartialFiles, options: PackOptions, root: str | os.PathLike[str] | None
-) -> dict[str, Any]:
+) -> MadeWith:
     """What a run is made from (see :mod:`.resuming`): the list's SHA-256,
     the options and the image root (absolute, or a URL)."""
     return {
@@ -91,7 +92,9 @@ def pack_plain(files: PartialFiles, run: PackRun) -> PackResult:
         return _packs_to(encoder, item, record)
 
     if resume and not files.state.exists() and finished(files, state, items, same):
-        return result_from_manifest(files, items, read_json(files.manifest))
+        return result_from_manifest(
+            files, items, load_pack_manifest(read_json(files.manifest), str(files.manifest))
+        )
     start, written, failures = recover(files, items, state, same) if resume else (0, 0, Counter())
     discarded = files.rec_tmp.stat().st_size if not resume and files.rec_tmp.exists() else 0
     if not start:
@@ -107,7 +110,7 @@ def pack_plain(files: PartialFiles, run: PackRun) -> PackResult:
         append=bool(start), hashing=True, check_keys=False,  # read_lst refused duplicates
     )  # fmt: skip
     if not options.pass_through:
-        from .. import imaging  # noqa: F401 - before a pool forks, so its workers inherit it
+        from ..imaging import codec as imaging  # noqa: F401 - before a pool forks, so its workers inherit it
     t0 = time.perf_counter()
     with open_output(files.report_tmp, append=True) as report:
         _write_records(items, start, encoder, run.executor or LocalExecutor(1),
@@ -131,9 +134,9 @@ def pack_plain(files: PartialFiles, run: PackRun) -> PackResult:
     return result
 
 
-def _partial_state(files: PartialFiles) -> Any:
+def _partial_state(files: PartialFiles) -> object:
     try:
-        return read_json(files.state)
+        return read_state(files)
     except (OSError, ValueError):
         return None
 
@@ -251,7 +254,7 @@ def _write_outcomes(
 
 
 def _finish(
-    files: PartialFiles, writer: IndexedRecordWriter, result: PackResult, state: dict[str, Any]
+    files: PartialFiles, writer: IndexedRecordWriter, result: PackResult, state: MadeWith
 ) -> None:
     result.bytes = files.rec.stat().st_size
     if result.failures:
@@ -267,25 +270,31 @@ def _finish(
 def write_manifest(
     files: PartialFiles,
     result: PackResult,
-    state: dict[str, Any],
+    state: MadeWith,
     rec_sha256: str,
     idx_sha256: str,
-    **extra: Any,
+    *,
+    identities: int | None = None,
 ) -> None:
-    """``NAME.pack.json``: what the finished output was made from, its counts,
-    sizes and SHA-256s (written last: the output is complete)."""
-    manifest = {
+    """``NAME.pack.json`` (:class:`~im2rec.recordio.manifests.PackManifest`):
+    what the finished output was made from, its counts, sizes and SHA-256s
+    (written last: the output is complete). ``identities``: the face
+    layout's."""
+    manifest: PackManifest = {
+        "format": PACK_FORMAT,
         "im2rec": __version__,
         "list": {"path": files.lst.name, "sha256": state["list_sha256"], "entries": result.entries},
         "root": state["root"],
         "options": state["options"],
         "records": result.records,
-        **extra,
         "failures": dict(result.failures),
         "rec": {"path": files.rec.name, "bytes": result.bytes, "sha256": rec_sha256},
         "idx": {"path": files.idx.name, "bytes": files.idx.stat().st_size, "sha256": idx_sha256},
         "seconds": round(result.seconds, 3),
         "resumed_from": result.resumed_from,
     }
+    if identities is not None:
+        manifest["layout"] = "insightface"
+        manifest["identities"] = identities
     with AtomicGroup() as group:
-        group.write_text(files.manifest, json.dumps(manifest, indent=1) + "\n")
+        group.write_text(files.manifest, dump(manifest))

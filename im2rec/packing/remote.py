@@ -19,15 +19,15 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-from ..atomic import exclusive, write_file
 from ..errors import MissingFileError
 from ..formats.insightface import settle_property
-from ..lstfile import read_lst
-from ..recordio.files import parse_json
-from ..resuming import PartialFiles, manifest_matches, replaceable
+from ..listing.lstfile import read_lst
+from ..listing.records import load_lists_record
+from ..recordio.manifests import MadeWith, load_pack_manifest
 from ..storage import read_bytes, sibling
+from ..storage.atomic import exclusive, write_file
+from ..storage.files import parse_json
 from ..storage.objects import (
     list_names,
     publish,
@@ -40,6 +40,7 @@ from ..storage.objects import (
 from .layouts import pack_files
 from .outcome import PackResult, result_from_manifest
 from .pipeline import PackRun, run_state
+from .resuming import PartialFiles, manifest_matches, replaceable
 
 __all__ = ["find_remote_lists", "find_remote_root", "pack_remote", "spooled_list"]
 
@@ -74,7 +75,8 @@ def pack_remote(lst: str, run: PackRun) -> PackResult:
         rec_size = size_of(urls["rec"])
         resuming = run.resume and files.state.exists()
         if run.resume and not resuming and _done(manifest, state, rec_size, urls["idx"]):
-            result = result_from_manifest(files, read_lst(local), manifest)
+            finished = load_pack_manifest(manifest, urls["manifest"])
+            result = result_from_manifest(files, read_lst(local), finished)
             result.urls = urls
             return result
         if not run.overwrite and not resuming and rec_size is not None:
@@ -101,14 +103,14 @@ def pack_remote(lst: str, run: PackRun) -> PackResult:
         return result
 
 
-def _done(manifest: Any, state: dict[str, Any], rec_size: int | None, idx: str) -> bool:
+def _done(manifest: object, state: MadeWith, rec_size: int | None, idx: str) -> bool:
     """The store holds the finished output of this very list, root and
     options, at the sizes its manifest records (objects are written whole)."""
     return rec_size is not None and manifest_matches(manifest, state, rec_size, size_of(idx))
 
 
 def find_remote_root(lst: str) -> str:
-    """The image root of a list in a store, by :func:`~im2rec.lstfile.find_root`'s
+    """The image root of a list in a store, by :func:`~im2rec.listing.lstfile.find_root`'s
     rule: the root ``rec list`` recorded in a ``*.lists.json`` beside it,
     else the prefix named like the list."""
     folder, _, name = lst.rpartition("/")
@@ -116,11 +118,12 @@ def find_remote_root(lst: str) -> str:
     for record in (n for n in names if n.endswith(".lists.json")):
         try:
             data = parse_json(read_bytes(url_join(folder, record), limit=1 << 24), record)
-            listed = {os.path.basename(item["path"]) for item in data["lists"]}
-            recorded = data["root"]
-        except (MissingFileError, ValueError, KeyError, TypeError):
+            found = load_lists_record(data, record)
+        except (MissingFileError, ValueError):
             continue
-        if name in listed and isinstance(recorded, str):
+        listed = {os.path.basename(item["path"]) for item in found["lists"]}
+        recorded = found["root"]
+        if name in listed and recorded:
             return recorded
     stem = name.rsplit(".", 1)[0]
     if stem in names:
@@ -132,7 +135,7 @@ def find_remote_root(lst: str) -> str:
 
 
 def find_remote_lists(target: str) -> list[str]:
-    """:func:`~im2rec.lstfile.find_lists` for a URL: the list itself, or
+    """:func:`~im2rec.listing.lstfile.find_lists` for a URL: the list itself, or
     every ``PREFIX*.lst`` for a prefix (im2rec.py's rule), sorted."""
     if target.endswith(".lst"):
         return [target]

@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import exclusive
 from ..executors import LocalExecutor
-from ..resuming import PartialFiles
 from ..storage import is_url
+from ..storage.atomic import exclusive
 from .encoding import PackOptions
 from .layouts import pack_files
 from .outcome import PackResult
 from .pipeline import PackRun, Progress
 from .remote import pack_remote
+from .resuming import PartialFiles
 
 __all__ = ["pack_files", "pack_list"]
 
@@ -36,7 +36,7 @@ def pack_list(
     With ``overwrite=False``, a finished ``.rec`` made from another version
     of the list, another root or other options (or not by im2rec) is a
     :class:`~im2rec.errors.DatasetError` instead of being replaced.
-    Raises :class:`~im2rec.atomic.BusyError` while another process packs
+    Raises :class:`~im2rec.storage.atomic.BusyError` while another process packs
     the same list."""
     run = PackRun(options, root, executor, resume, on_progress, overwrite)
     if is_url(lst):

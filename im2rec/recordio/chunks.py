@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import weakref
 
-from .files import FileRange, pread, pread_at_least
+from ..storage.files import FileRange, pread, pread_at_least
 from .framing import has_aligned_magic
 
 __all__ = ["Chunks", "Lease"]

@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import native
 from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
-from .files import FileView
-from .files import pread as _pread
+from ..storage.files import FileView
+from ..storage.files import pread as _pread
 
 __all__ = [
     "CFLAG_FIRST",

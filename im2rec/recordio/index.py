@@ -243,7 +243,7 @@ class RecordIndex:
         if is_url(path):
             write_bytes(path, self.text().encode("utf-8"))
             return
-        from ..atomic import AtomicGroup
+        from ..storage.atomic import AtomicGroup
 
         with AtomicGroup() as group, group.open(path) as f:
             for piece in self.text_pieces():

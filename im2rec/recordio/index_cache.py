@@ -78,7 +78,7 @@ def _identity(fd: int) -> tuple[int, int, int, int, bytes]:
     """What ties a copy to one ``.idx``: its size, time, inode, device and a
     hash of its first and last MiB (a rewrite of the same size within the
     clock's resolution still changes the hash unless it leaves both ends)."""
-    from .files import pread
+    from ..storage.files import pread
 
     info = os.fstat(fd)
     size = info.st_size
@@ -111,7 +111,7 @@ class Cached(NamedTuple):
 def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
     """The arrays of the copy of ``idx``, mapped read-only, or None when
     there is no usable copy (see the module doc)."""
-    from .files import open_regular
+    from ..storage.files import open_regular
 
     if not enabled():
         return None
@@ -159,7 +159,7 @@ def map_again(source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     DataLoader worker's index), if it is still that very file; else
     :class:`IndexFormatError`."""
     from ..errors import IndexFormatError
-    from .files import open_regular
+    from ..storage.files import open_regular
 
     try:
         fd, _ = open_regular(source.path)
@@ -281,8 +281,8 @@ def write_cache(
     for sparse keys); nothing happens where that cannot be done."""
     import numpy as np
 
-    from ..atomic import AtomicGroup
-    from .files import open_regular
+    from ..storage.atomic import AtomicGroup
+    from ..storage.files import open_regular
 
     if not enabled() or len(keys) < CACHE_FROM:
         return

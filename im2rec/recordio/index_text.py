@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import DuplicateKeyError, IndexFormatError, MissingFileError
-from .files import pread, split_lines
+from ..storage.files import pread, split_lines
 
 __all__ = ["duplicate_error", "line_of", "offset_error", "parse_file_fast", "parse_lines",
            "read_index_entries", "read_text"]  # fmt: skip
@@ -86,7 +86,7 @@ def parse_file_fast(
         _, data = read_text(path, storage_options)
         blocks: Callable[[], Iterator[bytes]] = lambda: _split_blocks(data)  # noqa: E731
     else:
-        from .files import open_regular
+        from ..storage.files import open_regular
 
         try:
             fd, size = open_regular(path)

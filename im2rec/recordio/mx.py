@@ -261,7 +261,7 @@ def pack_img(
     img_fmt: str = ".jpg",
 ) -> bytes:
     """Encode a BGR (or gray, or BGRA) array like OpenCV and ``pack`` it."""
-    from ..imaging import encode_bgr
+    from ..imaging.codec import encode_bgr
 
     return pack(header, encode_bgr(img, img_fmt, quality))
 
@@ -274,7 +274,7 @@ def unpack_img(
     ``iscolor``: 1 colour (BGR), 0 gray (2-D), -1 as stored. An undecodable
     payload gives ``None``, as in MXNet.
     """
-    from ..imaging import decode_bgr_or_none
+    from ..imaging.codec import decode_bgr_or_none
 
     header, payload = unpack(s)
     return header, decode_bgr_or_none(payload, iscolor)

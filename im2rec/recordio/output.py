@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from _hashlib import HASH
     from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..atomic import create_output
-from .copying import IOV_MAX, Copier, batches, send_batch, write_all
-from .files import FileRange, pread
+from ..storage.atomic import create_output
+from ..storage.copying import IOV_MAX, Copier, batches, send_batch, write_all
+from ..storage.files import FileRange, pread
 
 __all__ = ["Output"]
 

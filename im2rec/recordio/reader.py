@@ -1,6 +1,6 @@
 """Readers over ``.rec`` files.
 
-A reader reads with ``pread`` through a :class:`~im2rec.recordio.files.FileView`
+A reader reads with ``pread`` through a :class:`~im2rec.storage.files.FileView`
 (no shared file position), so any number of threads may read at once and a
 forked child keeps using the parent's open file. It does not memory-map the
 file: a mapped file truncated by another process kills the reader with
@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ..errors import MissingFileError, RecordFormatError
-from .files import FileView
+from ..storage.files import FileView
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
 from .views import KeyView

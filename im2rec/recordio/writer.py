@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any, cast
 
 from ..errors import DuplicateKeyError, ModeError
-from .copying import write_all
-from .files import FileRange
+from ..storage.copying import write_all
+from ..storage.files import FileRange
 from .framing import frame, frame_parts, needs_split, whole_frame
 from .keyset import KeySet
 from .output import Output

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DatasetError, MissingFileError
-from ..recordio.files import FileView, open_regular
+from .files import FileView, open_regular
 
 __all__ = [
     "Location",
@@ -114,7 +114,7 @@ def read_bytes(
     :class:`DatasetError` when it holds more than ``limit`` bytes (checked
     before reading)."""
     if not is_url(location):
-        from ..recordio.files import open_regular
+        from .files import open_regular
 
         fd, size = open_regular(location)
         with os.fdopen(fd, "rb") as f:
@@ -137,7 +137,7 @@ def write_bytes(
     into place; in a store as one upload (an object appears complete or not
     at all)."""
     if not is_url(location):
-        from ..atomic import write_file
+        from .atomic import write_file
 
         write_file(location, data)
         return

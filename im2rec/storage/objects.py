@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic import own_folder
 from ..errors import ConfigError, MissingFileError, OutputError
-from ..recordio.files import parse_json
 from . import is_url
+from .atomic import own_folder
+from .files import parse_json
 
 __all__ = [
     "fetch",

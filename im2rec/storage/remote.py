@@ -1,7 +1,7 @@
 """Remote files through fsspec: ranged reads with read-ahead, retries, and
 errors that name the URL.
 
-:class:`RemoteView` is a :class:`~im2rec.recordio.files.FileView` whose bytes
+:class:`RemoteView` is a :class:`~im2rec.storage.files.FileView` whose bytes
 come from ranged requests. Its read-ahead follows the access pattern: a jump
 (a record by key, a ``DataLoader`` worker's next sample) fetches the bytes
 asked for and at most ``BLOCK`` more, so reading a few records does not
@@ -28,8 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..errors import Im2RecError, MissingFileError, TruncatedRecordError
-from ..recordio.files import FileView
 from .bounded import backend_options, get_range, timeouts_of, with_deadline
+from .files import FileView
 
 __all__ = ["RemoteError", "RemoteView", "filesystem", "read_range", "require_fsspec"]
 

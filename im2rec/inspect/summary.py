@@ -1,0 +1,135 @@
+"""``rec info``: a ``.rec`` summarised from one walk of its frames (counts,
+label widths and values, image formats and sizes from a sample, the layout)."""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections import Counter
+from typing import Any
+
+from ..errors import Im2RecError, RecordFormatError
+from ..recordio import RecordReader, read_record, unpack
+from ..recordio.faces import face_header
+from ..recordio.index import index_arrays
+from ..storage import exists, sibling
+from .scanning import FRAME_WORDS, header_at, walk_records
+
+__all__ = ["face_layout", "summarise"]
+
+_DISTINCT = 1000  # label values (and label widths) counted one by one in a summary
+
+
+def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str) -> None:
+    if key in counter or len(counter) < _DISTINCT:
+        counter[key] += 1
+    else:
+        overflow[name] += 1
+
+
+def _widths(flags: Counter[int]) -> Counter[int]:
+    """Records by labels held: flags 0 and 1 both hold one label."""
+    out: Counter[int] = Counter()
+    for flag, n in flags.items():
+        out[max(flag, 1)] += n
+    return out
+
+
+def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict[str, Any]:
+    """Counts, labels, ids, image formats and sizes (from ``sample`` records
+    spread over the file, or all with ``sample=None``), split records, index.
+
+    Memory is 8 bytes a record and at most 1,000 distinct label values (and
+    label widths) counted: more are reported as ``{"distinct": ">1000"}``.
+    """
+    reader = RecordReader(path)
+    buf, size = reader.mapping()
+    heads = array("q")
+    flags: Counter[int] = Counter()
+    labels: Counter[float] = Counter()
+    overflow: Counter[str] = Counter()
+    first_id = last_id = None
+    split = 0
+    face: dict[str, Any] = {"layout_records": set(), "header": None}
+    for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
+        heads.append(head)
+        word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
+        split += word >> 29 == 1
+        header = header_at(buf, head, nxt, reader.name)
+        if header.flag == 2 and word == 24 + 8:  # two labels and no image: a layout record
+            face["layout_records"].add(head)
+            if header.id == 0:
+                face["header"] = header
+        _count(flags, header.flag, overflow, "flags")
+        if header.flag == 0:
+            _count(labels, header.label, overflow, "labels")
+        first_id = header.id if first_id is None else min(first_id, header.id)
+        last_id = header.id if last_id is None else max(last_id, header.id)
+    n = len(heads)
+    step = 1 if sample is None or n <= sample else n / sample
+    formats: Counter[str] = Counter()
+    widths, heights = [], []
+    from ..errors import ImageTooLargeError
+    from ..imaging.codec import DECODE_ERRORS, open_image
+
+    for i in sorted({int(k * step) for k in range(math.ceil(n / step))}):
+        if heads[i] in face["layout_records"]:
+            continue
+        try:  # the header only: sizes and formats need no pixels
+            payload = unpack(read_record(buf, heads[i], size, reader.name)[0])[1]
+            with open_image(payload) as im:
+                formats[im.format or "?"] += 1
+                widths.append(im.width)
+                heights.append(im.height)
+        except ImageTooLargeError:
+            formats["over the pixel limit"] += 1
+        except (RecordFormatError, *DECODE_ERRORS):  # a summary counts what it cannot read
+            formats["not an image"] += 1
+    index_path = sibling(reader.location, ".idx")
+    agrees = None
+    index_exists = exists(index_path)
+    if index_exists:
+        try:
+            import numpy as np
+
+            _, offsets = index_arrays(index_path)
+            starts = np.frombuffer(heads, dtype=np.int64) if n else np.empty(0, np.int64)
+            # (the walk finds heads in file order: sorted) 8 bytes a record, no lists
+            agrees = len(offsets) == n and bool(np.array_equal(np.sort(offsets), starts))
+        except Im2RecError:
+            agrees = False
+    return {
+        "path": reader.name, "bytes": size, "records": n, "split_records": split,
+        # MXNet's label_width: flag 0 is one label in the header, flag k > 0
+        # is k labels before the image; "flags" keeps the raw header field.
+        "label_width": (
+            {str(k): v for k, v in sorted(_widths(flags).items())}
+            if not overflow["flags"] else {"distinct": f">{_DISTINCT}"}
+        ),
+        "flags": (
+            {str(k): v for k, v in sorted(flags.items())}
+            if not overflow["flags"] else {"distinct": f">{_DISTINCT}"}
+        ),
+        "labels": (
+            {f"{k:g}": v for k, v in sorted(labels.items())}
+            if not overflow["labels"] else {"distinct": f">{_DISTINCT}"}
+        ),
+        "ids": [first_id, last_id] if n else None,
+        "images_sampled": sum(formats.values()), "formats": dict(formats),
+        "width": [min(widths), max(widths)] if widths else None,
+        "height": [min(heights), max(heights)] if heights else None,
+        "index": {"path": index_path, "exists": index_exists, "agrees": agrees},
+        "layout": face_layout(face["header"], len(face["layout_records"]), n),
+    }  # fmt: skip
+
+
+def face_layout(header: Any, layout_records: int, records: int) -> dict[str, Any] | None:
+    """InsightFace's face layout, when record 0 is its header record and the
+    identity records it names are there: images and identities."""
+    found = None if header is None else face_header(header, b"", records)
+    if found is None or layout_records != 1 + found[1] - found[0]:
+        return None
+    first, end = found
+    return {"name": "insightface", "images": first - 1, "identities": end - first,
+            "identity_records": [first, end - 1]}  # fmt: skip

@@ -1,0 +1,423 @@
+"""Reading ``.lst`` files, finding them, and finding their image root.
+
+A ``.lst`` line is ``index<TAB>label[<TAB>label ...]<TAB>path`` (docs/format.md, "List files",
+``read_list``): fields are TAB-separated and stripped, the index is an integer
+(it becomes the record key and header id), labels are floats, the path is the
+last field. im2rec.py printed a message and skipped a malformed line; here it
+is an error naming the line, because a silently shorter dataset is worse.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DatasetError, Im2RecError, MissingFileError
+from ..recordio.header import stored_label
+from ..storage.confined import relative_name
+from ..storage.files import open_regular, read_json, read_regular_file, split_lines
+from .records import load_lists_record
+
+_EXACT = float(1 << 24)  # float32 holds every whole number up to here, and nothing overflows
+
+__all__ = [
+    "ListItem",
+    "ListStream",
+    "iter_lst",
+    "bad_chars",
+    "cannot_carry",
+    "class_map_beside",
+    "class_map_text",
+    "find_lists",
+    "find_root",
+    "format_lst_line",
+    "item_line",
+    "lst_pieces",
+    "lst_text",
+    "printable",
+    "read_class_map",
+    "read_lst",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ListItem:
+    """One ``.lst`` line."""
+
+    key: int
+    labels: tuple[float, ...]
+    path: str
+    line: int
+
+
+def read_lst(path: str | os.PathLike[str]) -> list[ListItem]:
+    """Parse a ``.lst`` file; blank lines are skipped, anything else that is
+    not ``index<TAB>label...<TAB>path`` raises :class:`DatasetError`, as does
+    an index used twice. A Python object a line: :class:`ListStream` reads
+    one without holding it."""
+    stream = ListStream.scan(path)
+    return list(stream)
+
+
+class ListStream:
+    """A ``.lst`` read as a stream: checked whole once (:meth:`scan`: the
+    line syntax, and every index used once, with 8 bytes an entry), then
+    read again a block at a time whenever its entries are needed, so a list
+    of 42M lines costs no memory that grows with it but those 8 bytes
+    during the scan (docs/performance.md, "Scale")."""
+
+    def __init__(self, path: str | os.PathLike[str], count: int, multi_label: int):
+        self.path = Path(os.fspath(path))
+        self.count = count
+        #: entries with more than one label
+        self.multi_label = multi_label
+
+    @classmethod
+    def scan(cls, path: str | os.PathLike[str]) -> ListStream:
+        """Check the whole list (raising :class:`DatasetError` naming the
+        line, as :func:`read_lst` does) and count its entries."""
+        from array import array
+
+        keys = array("Q")
+        multi = 0
+        for item in iter_lst(path):
+            keys.append(item.key)
+            multi += len(item.labels) > 1
+        _refuse_repeated_keys(path, keys)
+        return cls(path, len(keys), multi)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[ListItem]:
+        return iter_lst(self.path)
+
+    def from_position(self, start: int) -> Iterator[ListItem]:
+        """The entries from the ``start``-th on."""
+        return itertools.islice(iter_lst(self.path), start, None)
+
+    def find(self, key: int) -> tuple[int, ListItem] | None:
+        """``(position, entry)`` of the entry with index ``key`` (a pass over
+        the list), or None."""
+        for position, item in enumerate(iter_lst(self.path)):
+            if item.key == key:
+                return position, item
+        return None
+
+
+def _refuse_repeated_keys(path: str | os.PathLike[str], keys: Any) -> None:
+    """The first index used twice is an error naming both lines: the keys
+    are sorted in place (no copy) to find it, then the list is read again
+    for the lines."""
+    import numpy as np
+
+    if len(keys) < 2:
+        return
+    ordered = np.frombuffer(keys, dtype=np.uint64)
+    ordered.sort()
+    repeated = None
+    for start in range(0, len(ordered) - 1, 1 << 20):
+        piece = ordered[start : start + (1 << 20) + 1]
+        hits = np.flatnonzero(piece[1:] == piece[:-1])
+        if len(hits):
+            repeated = int(piece[hits[0]])
+            break
+    if repeated is None:
+        return
+    name = os.fspath(path)
+    first = None
+    for item in iter_lst(path):
+        if item.key != repeated:
+            continue
+        if first is None:
+            first = item.line
+            continue
+        raise DatasetError(
+            f"{name}:{item.line}: index {repeated} is already used on line {first}; "
+            "indexes become .idx keys and must be unique"
+        )
+
+
+#: the bytes of a list decoded and cut into lines at a time
+_BLOCK = 1 << 20
+
+
+def iter_lst(path: str | os.PathLike[str]) -> Iterator[ListItem]:
+    """The entries of a ``.lst``, read a block at a time (memory does not
+    grow with the list); lines end at ``\n``, ``\r\n`` or ``\r`` only, as
+    :func:`~im2rec.storage.files.split_lines` cuts them. A malformed line
+    raises :class:`DatasetError` naming it; repeated indexes are
+    :meth:`ListStream.scan`'s to find."""
+    name = os.fspath(path)
+    try:
+        fd, _ = open_regular(name)
+    except FileNotFoundError:
+        raise MissingFileError(f"{name}: list file not found") from None
+    except Im2RecError as exc:
+        raise DatasetError(str(exc)) from None
+    lineno, consumed, rest = 0, 0, b""
+    with os.fdopen(fd, "rb") as f:
+        first = True
+        while True:
+            block = f.read(_BLOCK)
+            data = rest + block
+            if first and data.startswith(b"\xef\xbb\xbf"):  # a BOM (Windows editors)
+                data, consumed = data[3:], 3
+            first = False
+            if block:  # cut after the last line end (not a final \r: \r\n may follow)
+                cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1)) + 1
+            else:
+                cut = len(data)
+            if cut == 0 and block:
+                rest = data
+                continue
+            try:
+                text = data[:cut].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(
+                    f"{name}: not UTF-8 text ({exc.reason} at byte {consumed + exc.start:,})"
+                ) from exc
+            consumed += cut
+            rest = data[cut:]
+            for raw in split_lines(text):
+                lineno += 1
+                item = _parse_line(raw, lineno, name)
+                if item is not None:
+                    yield item
+            if not block:
+                return
+
+
+def _parse_line(raw: str, lineno: int, name: str) -> ListItem | None:
+    """One line as an entry (None for a blank line); :class:`DatasetError`
+    naming the line when it is not ``index<TAB>label...<TAB>path``."""
+    fields = [f.strip() for f in raw.strip().split("\t")]
+    if fields == [""]:
+        return None
+    if len(fields) < 3:
+        raise DatasetError(
+            f"{name}:{lineno}: expected `index<TAB>label<TAB>path` (TAB-separated), "
+            f"got {raw!r}; fix or delete the line"
+        )
+    try:
+        key = int(fields[0])
+        labels = tuple(float(v) for v in fields[1:-1])
+        for value in labels:  # (OverflowError past float32, as pack() would raise later)
+            if not -_EXACT <= value <= _EXACT and stored_label(value) is None:
+                raise DatasetError(
+                    f"{name}:{lineno}: the label {value:.0f} is a whole number float32 "
+                    "cannot hold (past 16,777,216 not every one can): records store labels "
+                    "as float32, where it would become another label; renumber the classes"
+                )
+    except OverflowError:
+        raise DatasetError(
+            f"{name}:{lineno}: a label does not fit float32 (largest about 3.4e38), and "
+            "records store labels as float32; fix the line"
+        ) from None
+    except ValueError as exc:
+        raise DatasetError(
+            f"{name}:{lineno}: {exc}; the index must be an integer and labels numbers"
+        ) from None
+    if key < 0 or key >= 1 << 64:
+        raise DatasetError(
+            f"{name}:{lineno}: index {key} is outside 0..2**64-1 (it becomes the record id)"
+        )
+    if "\0" in fields[-1]:
+        raise DatasetError(
+            f"{name}:{lineno}: the path holds a NUL character, which no file name can; "
+            "fix or delete the line"
+        )
+    return ListItem(key, labels, fields[-1], lineno)
+
+
+def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Path]:
+    """The ``.lst`` files to pack: each target is a ``.lst`` path, a folder
+    holding lists (all of them) or a prefix (every ``PREFIX*.lst``,
+    im2rec.py's rule); no target means every list in ``cwd``. Sorted, without
+    duplicates."""
+    found: dict[Path, None] = {}
+    for target in targets or [os.fspath(cwd)]:
+        if target.endswith(".lst") and not os.path.isdir(target):
+            if not os.path.isfile(target):
+                raise MissingFileError(f"{target}: list file not found")
+            found[Path(target)] = None
+            continue
+        matches = _lists_in(target) if os.path.isdir(target) else []
+        if not matches:  # a prefix; also for `rec pack example` beside the image folder example/
+            matches = _lists_in(os.path.dirname(target) or ".", os.path.basename(target))
+        if not matches:
+            where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
+            if os.path.isdir(target) and _holds_images(target):
+                raise MissingFileError(
+                    f"no .lst files in {target}, which is a folder of images: list it first, "
+                    f"`rec list {target} --recursive`, then `rec pack {target.rstrip('/')}`"
+                )
+            raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
+        found.update(dict.fromkeys(matches))
+    return list(found)
+
+
+def _holds_images(folder: str) -> bool:
+    """Whether ``folder`` or one of its subfolders (a look, not a walk) holds
+    image files: then the user meant `rec list` before `rec pack`."""
+    exts = (".jpg", ".jpeg", ".png")
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+        for entry in entries[:1000]:
+            if entry.name.lower().endswith(exts):
+                return True
+            inside = os.listdir(entry.path)[:1000] if entry.is_dir() else []
+            if any(n.lower().endswith(exts) for n in inside):
+                return True
+    except OSError:
+        return False
+    return False
+
+
+def _lists_in(folder: str, stem: str = "") -> list[Path]:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [
+        Path(folder, n) for n in names
+        if n.startswith(stem) and n.endswith(".lst") and os.path.isfile(os.path.join(folder, n))
+    ]  # fmt: skip
+
+
+def find_root(lst: Path) -> Path:
+    """The image root of ``lst``: the root recorded by ``rec list`` in a
+    ``*.lists.json`` beside it, else the folder named like the list
+    (``example.lst`` -> ``example/``), as im2rec.py users lay things out."""
+    folder = lst.parent
+    recorded: list[str] = []
+    for manifest in sorted(folder.glob("*.lists.json")):
+        try:
+            record = load_lists_record(read_json(manifest), str(manifest))
+        except (OSError, ValueError):
+            continue
+        names = {os.path.basename(item["path"]) for item in record["lists"]}
+        root = record["root"]
+        if lst.name in names and root:
+            if os.path.isdir(root):
+                return Path(root)
+            recorded.append(f"{manifest.name} records {root}, which does not exist")
+    named = folder / lst.stem
+    if named.is_dir():
+        return named
+    reasons = "; ".join([*recorded, f"{named} is not a folder"])
+    raise MissingFileError(f"{lst}: cannot find its image root ({reasons}); pass --root DIR")
+
+
+# -- writing -------------------------------------------------------------
+
+
+def bad_chars(text: str) -> bool:
+    """Whether ``text`` holds what no ``.lst`` line can: a TAB (the field
+    separator), a newline or carriage return (the line separators, see
+    :func:`~im2rec.storage.files.split_lines`), or undecodable bytes (the
+    file is UTF-8)."""
+    if "\t" in text or "\n" in text or "\r" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes arrive as surrogates
+        return True
+    return False
+
+
+def cannot_carry(path: str) -> bool:
+    """Whether a ``.lst`` line cannot carry ``path`` as its last field:
+    :func:`bad_chars`, or whitespace at either end (readers strip fields)."""
+    return not path or bad_chars(path) or path[0].isspace() or path[-1].isspace()
+
+
+def format_lst_line(entry: tuple[int, int, str]) -> str:
+    """``index<TAB>label<TAB>path``; the label as ``%f``, like im2rec.py 1.9.1,
+    which both MXNet readers (read_list and ImageRecordIter) parse."""
+    key, label, path = entry
+    return f"{key}\t{label:f}\t{path}\n"
+
+
+def item_line(item: ListItem) -> str:
+    """A parsed ``.lst`` line written back; :func:`read_lst` reads the same
+    key, labels (``repr`` keeps every float exactly) and path."""
+    return "\t".join([str(item.key), *map(repr, item.labels), item.path]) + "\n"
+
+
+def lst_text(entries: Sequence[tuple[int, int, str]], label_texts: list[str]) -> str:
+    # format_lst_line for a whole list, with each label's text made once
+    return "".join(lst_pieces(entries, label_texts))
+
+
+def lst_pieces(
+    entries: Iterable[tuple[int, int, str]], label_texts: list[str], lines: int = 1 << 13
+) -> Iterator[str]:
+    """:func:`lst_text` a ``lines``-line piece at a time (memory: one piece)."""
+    source = iter(entries)
+    while piece := list(itertools.islice(source, lines)):
+        yield "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in piece])
+
+
+def class_map_text(classes: list[str]) -> str:
+    """The class map: one ``label<TAB>folder`` line per class, in label order."""
+    return "".join(f"{label}\t{folder}\n" for label, folder in enumerate(classes))
+
+
+def printable(path: str) -> str:
+    """A path for reports: undecodable bytes and control characters escaped."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
+    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
+    Each folder must be a relative path (:func:`~im2rec.storage.confined.relative_name`):
+    a map is often someone else's file, and its names become folders."""
+    classes: dict[int, str] = {}
+    try:
+        text = read_regular_file(path).decode("utf-8-sig")
+    except FileNotFoundError:
+        raise MissingFileError(f"{path}: class map not found") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
+    for lineno, line in enumerate(split_lines(text), 1):
+        if not line.strip():
+            continue
+        label, sep, folder = line.partition("\t")
+        label = label.strip()
+        if not sep or not (label.isascii() and label.isdigit()):
+            raise DatasetError(f"{path}:{lineno}: expected `label<TAB>folder`, got {line!r}")
+        if int(label) in classes:
+            raise DatasetError(f"{path}:{lineno}: label {label} is already mapped")
+        classes[int(label)] = relative_name(folder, f"{path}:{lineno}")
+    return classes
+
+
+#: What rec list and rec pack add to a prefix: ``_3`` (a chunk), ``_train``
+#: (a split), ``-00001-of-00004`` (a shard).
+_LIST_SUFFIX = re.compile(r"(-\d{5}-of-\d{5})$|(_(train|val|test))$|(_\d+)$")
+
+
+def class_map_beside(rec: str | os.PathLike[str]) -> Path | None:
+    """The class map ``rec list`` wrote for the list ``rec`` was packed
+    from: ``PREFIX.classes.tsv`` beside it, where ``rec`` is
+    ``PREFIX[_CHUNK][_SPLIT][-SHARD].rec``; None if there is none."""
+    path = Path(rec)
+    stem = path.stem
+    while True:
+        candidate = path.with_name(f"{stem}.classes.tsv")
+        if candidate.is_file():
+            return candidate
+        shorter = _LIST_SUFFIX.sub("", stem)
+        if shorter in (stem, ""):
+            return None
+        stem = shorter

@@ -1,0 +1,155 @@
+"""Names that come from files, and the writes they lead to.
+
+A class map, a ``.lst``, a tar or a record can name a folder ``../../x`` or
+``/etc``; an output folder may already hold a symlink that leads out of it.
+:func:`relative_name` refuses every name that is not a plain relative path,
+and :class:`ConfinedWriter` writes files below one root through directory
+file descriptors opened with ``O_NOFOLLOW``, so a symlink on the way is an
+error instead of a write somewhere else. Names arrive already checked; the
+descriptors make the check hold for the whole write, whatever is on disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from types import TracebackType
+
+from ..errors import DatasetError, OutputError
+from .atomic import create_output
+from .copying import write_all
+
+__all__ = ["ConfinedWriter", "relative_name", "shown"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_MAX_NAME = 4096  # PATH_MAX on Linux: a longer name cannot be created anyway
+_MAX_PART = 255  # NAME_MAX: the longest file or folder name
+
+
+def relative_name(name: str, where: str) -> str:
+    """``name`` as a relative path of plain components (``a/b/c``);
+    :class:`DatasetError` naming ``where`` (a file and line) otherwise.
+
+    Refused: empty names, absolute paths, ``..`` anywhere (also between
+    backslashes, a separator on Windows), and what a ``.lst`` or TSV line
+    cannot carry: NUL, TAB, newlines, leading whitespace (readers strip it)
+    and text that is not UTF-8. ``.`` components are dropped.
+    """
+
+    def refuse(why: str) -> DatasetError:
+        return DatasetError(
+            f"{where}: the name {shown(name)} {why}; names read from files must be relative paths "
+            "inside the output folder (fix the file, or remove the entry)"
+        )
+
+    if len(name) > _MAX_NAME:
+        raise refuse("is longer than a path can be")
+    if not name.strip():
+        raise refuse("is empty")
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
+        raise refuse("is an absolute path")
+    if any(ch in name for ch in "\0\t\n\r"):
+        raise refuse("holds a NUL, TAB or newline, which a list line cannot carry")
+    if name[0].isspace():
+        raise refuse("starts with whitespace, which list readers strip")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise refuse("is not UTF-8 text") from None
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise refuse("leads out of the folder with '..'")
+    if not parts:
+        raise refuse("names no file or folder")
+    if any(len(p.encode("utf-8")) > _MAX_PART for p in parts):
+        raise refuse(f"has a part longer than {_MAX_PART} bytes, which file systems refuse")
+    return "/".join(parts)
+
+
+def shown(name: str, limit: int = 120) -> str:
+    """``repr(name)``, cut to about ``limit`` characters for a message."""
+    return repr(name) if len(name) <= limit else repr(name[:limit]) + "..."
+
+
+class ConfinedWriter:
+    """Writes files below ``root``, never through a symlink.
+
+    ``write(rel, data)`` creates the folders of ``rel`` one at a time and
+    opens each (and then the file) relative to its parent with
+    ``O_NOFOLLOW``: a component that is a symlink, placed there before or
+    during the run, raises :class:`DatasetError` instead of being followed.
+    ``rel`` must come from :func:`relative_name` (or be made by im2rec).
+    Folder descriptors are cached, so writing many files into a few
+    folders costs one ``open`` per file.
+    """
+
+    OPEN_FOLDERS = 256
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+        self._dirs: dict[str, int] = {"": os.open(self.root, os.O_RDONLY | _DIRECTORY)}
+
+    def _folder(self, rel: str) -> int:
+        fd = self._dirs.get(rel)
+        if fd is not None:
+            return fd
+        parent, _, name = rel.rpartition("/")
+        parent_fd = self._folder(parent)
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=parent_fd)
+        except OSError as exc:
+            raise self._not_followed(rel, exc) from None
+        self._dirs[rel] = fd
+        if len(self._dirs) > self.OPEN_FOLDERS:  # 85,742 identity folders: stay under ulimit -n
+            oldest = next(k for k in self._dirs if k)
+            os.close(self._dirs.pop(oldest))
+        return fd
+
+    def write(self, rel: str, data: bytes | memoryview) -> Path:
+        """Write ``data`` to ``root/rel`` as a new file (one already there is
+        replaced, not written through: it may be a hard link to a file
+        elsewhere); returns the path."""
+        folder, _, name = rel.rpartition("/")
+        parent = self._folder(folder)
+        try:
+            fd = create_output(name, mode=0o644, dir_fd=parent)
+        except OutputError:  # a folder or link where the file goes
+            raise self._not_followed(rel, OSError(errno.ELOOP, "in the way")) from None
+        except OSError as exc:
+            raise self._not_followed(rel, exc) from None
+        try:
+            write_all(fd, [data])
+        finally:
+            os.close(fd)
+        return self.root / rel
+
+    def _not_followed(self, rel: str, exc: OSError) -> OSError | DatasetError:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK, errno.EISDIR):
+            return DatasetError(
+                f"{self.root / rel}: a symlink, or a file where a folder belongs (or the "
+                f"reverse), is in the way inside {self.root}; im2rec does not write through "
+                "links: remove it, or write into an empty folder"
+            )
+        return OSError(exc.errno, exc.strerror, str(self.root / rel))  # the whole path, not a part
+
+    def close(self) -> None:
+        dirs, self._dirs = self._dirs, {}
+        for fd in dirs.values():
+            os.close(fd)
+
+    def __enter__(self) -> ConfinedWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,30 @@
+"""Training input: records back as samples and batches.
+
+Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s),
+:mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.vocabulary`
+(MXNet's iterator keywords, batches and part/shuffle rules),
+:mod:`.batching` (batches built by workers in shared memory) and
+:mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order).
+"""
+
+from .augment import Augmenter
+from .dataset import RecordDataset
+from .iterator import (
+    DataBatch,
+    DataDesc,
+    ImageRecordInt8Iter,
+    ImageRecordIter,
+    ImageRecordUInt8Iter,
+    MXArray,
+)
+
+__all__ = [
+    "Augmenter",
+    "DataBatch",
+    "DataDesc",
+    "ImageRecordInt8Iter",
+    "ImageRecordIter",
+    "ImageRecordUInt8Iter",
+    "MXArray",
+    "RecordDataset",
+]

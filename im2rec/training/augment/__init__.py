@@ -1,0 +1,430 @@
+"""The per-image training pipeline: one record's image bytes in, one
+``(C, H, W)`` sample out, with MXNet's ``ImageRecordIter`` options.
+
+:class:`Augmenter` is what :class:`~im2rec.training.iterator.ImageRecordIter`'s
+workers run for every record, in MXNet's order (docs/format.md, "One
+record's pipeline"): decode, resize the short side, affine warp, pad, crop
+(centre, random, random size, or random-resized),
+brightness/contrast/saturation, HSL, PCA noise, then mirror and normalise
+(mean image or per-channel mean, std, scale, random contrast and
+illumination). It is also a transform for ``RecordDataset(output="bytes")``,
+so a PyTorch ``DataLoader`` gets MXNet's recipe without the iterator.
+
+Without an affine warp or padding, the geometry is planned from the image's
+header before any pixel is decoded, so a single resample goes from the
+stored pixels to the output and a JPEG whose crop shrinks at least 2x is
+decoded at a reduced DCT scale. With no resize and an image at least the
+output size, the crop is cut out without resampling, so pixels equal the
+decoder's (and MXNet's).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ...errors import ConfigError
+from ...imaging.codec import Plan, opencv_mode, pixel_limit, resize
+from ...imaging.regions import decode_region
+from . import fused, geometry, reuse
+from .color import Photometric
+from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
+
+__all__ = ["INTERPOLATION", "Augmenter"]
+
+#: Numeric options, checked to be finite numbers.
+#: the largest value of the options that scale colours (MXNet's recipes use
+#: 0-1; past these the float32 arithmetic overflows into NaN batches)
+_RANGES = {"brightness": 100.0, "contrast": 100.0, "saturation": 100.0, "pca_noise": 100.0,
+           "max_random_contrast": 100.0, "max_random_illumination": 1e6}  # fmt: skip
+#: mean and scale/std bounds: every normalised value stays far inside float32
+_MAX_LEVEL = 1e6
+
+_NUMBERS = (
+    "resize", "max_rotate_angle", "max_aspect_ratio", "max_shear_ratio", "max_crop_size",
+    "min_crop_size", "max_random_scale", "min_random_scale", "max_random_area",
+    "min_random_area", "max_img_size", "min_img_size", "brightness", "contrast", "saturation",
+    "pca_noise", "random_h", "random_s", "random_l", "rotate", "fill_value", "pad",
+    "max_random_contrast", "max_random_illumination",
+)  # fmt: skip
+#: data_shape[0] -> OpenCV imread flag (docs/format.md, "One record's
+#: pipeline", step 2).
+_COLOR = {1: 0, 3: 1, 4: -1}
+DTYPES = ("float32", "uint8", "int8")
+
+
+@dataclass(frozen=True)
+class Augmenter:
+    """Decode and augment one image into ``data_shape``; the options are
+    MXNet's ``ImageRecordIter`` ones, with its defaults and meanings (see
+    the README's table). ``mean``/``std`` are per channel (R, G, B, A);
+    ``mean_img`` a ``data_shape`` float32 array that replaces ``mean``.
+
+    * ``float32`` output is ``(pixel - mean) * c * scale / std + i * scale /
+      std`` per channel, with ``c = 1 + U(±max_random_contrast)`` and ``i =
+      U(±max_random_illumination)``; ``uint8`` is the raw pixels; ``int8``
+      is ``pixel - round(mean)``, saturated.
+    """
+
+    data_shape: tuple[int, int, int]
+    resize: int = -1
+    rand_crop: bool = False
+    random_resized_crop: bool = False
+    max_rotate_angle: int = 0
+    max_aspect_ratio: float = 0.0
+    min_aspect_ratio: float | None = None
+    max_shear_ratio: float = 0.0
+    max_crop_size: int = -1
+    min_crop_size: int = -1
+    max_random_scale: float = 1.0
+    min_random_scale: float = 1.0
+    max_random_area: float = 1.0
+    min_random_area: float = 1.0
+    max_img_size: float = 1e10
+    min_img_size: float = 0.0
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    pca_noise: float = 0.0
+    random_h: int = 0
+    random_s: int = 0
+    random_l: int = 0
+    rotate: int = -1
+    rotate_list: tuple[int, ...] = ()
+    fill_value: int = 255
+    inter_method: int = 1
+    pad: int = 0
+    rand_mirror: bool = False
+    mirror: bool = False
+    mean: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+    std: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    scale: float = 1.0
+    max_random_contrast: float = 0.0
+    max_random_illumination: float = 0.0
+    mean_img: np.ndarray | None = field(default=None, compare=False, repr=False)
+    dtype: str = "float32"
+    _crop: CropRule = field(init=False, repr=False, compare=False)
+    _affine: Affine = field(init=False, repr=False, compare=False)
+    _photo: Photometric = field(init=False, repr=False, compare=False)
+    _mean: np.ndarray = field(init=False, repr=False, compare=False)
+    _k: np.ndarray = field(init=False, repr=False, compare=False)
+    _mean_int: np.ndarray = field(init=False, repr=False, compare=False)
+    _coef: tuple[list[float], list[float]] = field(init=False, repr=False, compare=False)
+    _one_pass: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.data_shape)
+        if len(shape) != 3 or not all(isinstance(v, int | np.integer) and v > 0 for v in shape):
+            raise ConfigError(f"data_shape must be (channels, height, width), not {shape!r}")
+        if shape[0] not in _COLOR:
+            raise ConfigError(
+                f"data_shape[0] must be 1 (gray), 3 (RGB) or 4 (RGBA) channels, not {shape[0]}"
+            )
+        if shape[1] * shape[2] > pixel_limit():
+            raise ConfigError(f"data_shape {shape} has more pixels than the limit")
+        object.__setattr__(self, "data_shape", tuple(int(v) for v in shape))
+        self._check()
+        ratio = self._aspect_range()
+        set_ = object.__setattr__
+        crop_size = self._crop_size()
+        set_(self, "_crop", CropRule(
+            shape[2], shape[1], self.rand_crop, self.random_resized_crop,
+            (self.min_random_area, self.max_random_area), ratio, crop_size,
+        ))  # fmt: skip
+        set_(self, "_affine", Affine(
+            self.max_rotate_angle, self.rotate, tuple(self.rotate_list), self.max_shear_ratio,
+            (self.min_random_scale, self.max_random_scale), ratio,
+            (self.min_img_size, self.max_img_size), self.random_resized_crop,
+        ))  # fmt: skip
+        set_(self, "_photo", Photometric(
+            self.brightness, self.contrast, self.saturation, self.random_h, self.random_s,
+            self.random_l, self.pca_noise,
+        ))  # fmt: skip
+        if self._photo.needs_colour() and shape[0] == 1:
+            raise ConfigError(
+                "saturation, random_h/s/l and pca_noise change colours: they need "
+                "data_shape[0] 3 or 4"
+            )
+        c = shape[0]
+        mean = np.asarray(self.mean, np.float32)[:c]
+        set_(self, "_mean", mean[:, None, None])
+        set_(
+            self,
+            "_k",
+            (np.float32(self.scale) / np.asarray(self.std, np.float32)[:c])[:, None, None],
+        )
+        set_(self, "_mean_int", np.round(mean).astype(np.int16)[:, None, None])
+        # float32 output straight from the decoder (augment.fused): the
+        # same coefficients as _normalise, as Python floats for the C side
+        set_(self, "_coef", ([float(v) for v in self._k.ravel()],
+                             [float(v) for v in (self._mean * self._k).ravel()]))  # fmt: skip
+        set_(self, "_one_pass", (
+            self.dtype == "float32" and self.geometry_planned and not self._photo.active()
+            and self.mean_img is None and self.max_random_contrast == 0
+            and self.max_random_illumination == 0 and shape[0] in (1, 3) and fused.available()
+        ))  # fmt: skip
+        if self.mean_img is not None:
+            img = np.asarray(self.mean_img, np.float32)
+            if img.shape != shape:
+                raise ConfigError(
+                    f"the mean image is {img.shape}, but data_shape is {shape}: make it again "
+                    "for this data_shape (delete the file and ImageRecordIter computes it)"
+                )
+            set_(self, "mean_img", img)
+
+    def _check(self) -> None:
+        if self.inter_method not in INTER_METHODS:
+            raise ConfigError(
+                f"inter_method must be one of {', '.join(map(str, INTER_METHODS))} "
+                f"(0 nearest, 1 bilinear, 2 cubic, 3 area, 4 Lanczos, 9 auto, 10 random), "
+                f"not {self.inter_method}"
+            )
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        channels = self.data_shape[0]
+        try:
+            mean = np.asarray(self.mean, np.float64)[:channels]
+            std = np.asarray(self.std, np.float64)[:channels]
+            scale = float(self.scale)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"mean, std and scale must be numbers: {exc}") from None
+        if len(mean) < channels or len(std) < channels or np.any(std == 0):
+            raise ConfigError(f"need a mean and a non-zero std for each of {channels} channels")
+        if not (np.isfinite(mean).all() and np.isfinite(std).all() and np.isfinite(scale)):
+            raise ConfigError(
+                f"mean, std and scale must be finite, not mean={mean.tolist()}, "
+                f"std={std.tolist()}, scale={scale}"
+            )
+        for name in _NUMBERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise ConfigError(f"{name} must be a number, not {value!r}")
+            if not np.isfinite(value):
+                raise ConfigError(f"{name} must be finite, not {value}")
+        if not 0 <= self.fill_value <= 255:
+            raise ConfigError(f"fill_value must be 0-255, not {self.fill_value}")
+        if self.pad < 0 or self.pad > 1 << 14:
+            raise ConfigError(f"pad must be between 0 and 16384 pixels, not {self.pad}")
+        if not 0 < self.min_random_area <= self.max_random_area:
+            raise ConfigError("need 0 < min_random_area <= max_random_area")
+        if self.min_random_scale <= 0 or self.min_random_scale > self.max_random_scale:
+            raise ConfigError("need 0 < min_random_scale <= max_random_scale")
+        if self.max_random_scale * max(self.data_shape[1:]) > 1 << 16:
+            raise ConfigError(f"max_random_scale {self.max_random_scale} is too large")
+        if self.min_img_size < 0 or self.min_img_size > min(self.max_img_size, 1 << 16):
+            raise ConfigError("need 0 <= min_img_size <= max_img_size, at most 65536")
+        if self.max_shear_ratio < 0 or self.max_rotate_angle < 0:
+            raise ConfigError("max_shear_ratio and max_rotate_angle must not be negative")
+        for name, most in _RANGES.items():
+            if not 0 <= getattr(self, name) <= most:
+                raise ConfigError(
+                    f"{name} must be between 0 and {most:g}, not {getattr(self, name)!r} "
+                    "(larger values overflow float32 into NaN batches)"
+                )
+        if np.abs(mean).max() > _MAX_LEVEL or np.abs(scale / std).max() > _MAX_LEVEL:
+            raise ConfigError(
+                f"mean and scale/std must be at most {_MAX_LEVEL:g} in size, not "
+                f"mean={mean.tolist()}, std={std.tolist()}, scale={scale} (their results would "
+                "overflow float32 into NaN batches)"
+            )
+        if self.random_resized_crop and (
+            (self.min_random_scale, self.max_random_scale) != (1.0, 1.0)
+            or self.min_crop_size != -1 or self.max_crop_size != -1 or self.rand_crop
+        ):  # fmt: skip
+            raise ConfigError(
+                "random_resized_crop does not combine with min/max_random_scale, "
+                "min/max_crop_size or rand_crop (MXNet refuses them too)"
+            )
+
+    def _aspect_range(self) -> tuple[float, float]:
+        """MXNet's aspect range: ``[min_aspect_ratio, max_aspect_ratio]``, or
+        ``1 ± max_aspect_ratio`` without a minimum."""
+        if self.min_aspect_ratio is None:
+            low, high = 1 - self.max_aspect_ratio, 1 + self.max_aspect_ratio
+        else:
+            low, high = self.min_aspect_ratio, self.max_aspect_ratio
+        if not 0 < low <= high:
+            raise ConfigError(
+                f"the aspect ratio range [{low:g}, {high:g}] must be positive and ordered "
+                "(min_aspect_ratio <= max_aspect_ratio; without min_aspect_ratio, "
+                "max_aspect_ratio < 1)"
+            )
+        return float(low), float(high)
+
+    def _crop_size(self) -> tuple[int, int] | None:
+        low, high = self.min_crop_size, self.max_crop_size
+        if low == -1 and high == -1:
+            return None
+        low, high = (high, high) if low == -1 else (low, low) if high == -1 else (low, high)
+        if not 0 < low <= high:
+            raise ConfigError("need 0 < min_crop_size <= max_crop_size")
+        return low, high
+
+    @property
+    def channels(self) -> int:
+        return self.data_shape[0]
+
+    @property
+    def geometry_planned(self) -> bool:
+        """Whether the crop is planned before decoding (no warp, no padding)."""
+        return not self._affine.active() and self.pad == 0
+
+    def write(self, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator) -> None:
+        """Decode ``payload`` into ``out`` (``data_shape``, ``dtype``).
+        Raises :class:`~im2rec.errors.ImageCodecError` for undecodable data,
+        and a :class:`ConfigError` for an image the crop options cannot fit
+        (smaller than ``max_crop_size``)."""
+        flip = self.mirror or (self.rand_mirror and rng.random() < 0.5)
+        interp = geometry.pick_interp(self.inter_method, rng)
+        if self._one_pass:
+            plan, chosen = self._plan(interp, rng)
+            if fused.write(payload, _COLOR[self.channels], plan, chosen, out, *self._coef, flip):
+                return
+        if self.geometry_planned:
+            im = self._planned(payload, interp, rng)
+        else:
+            im = self._warped(payload, interp, rng)
+        if self.channels == 4 and im.mode != "RGBA":
+            im = opencv_mode(im, 1).convert("RGBA")  # lenient: MXNet demands stored alpha
+        pixels: np.ndarray = np.asarray(im)
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+        planes = pixels.transpose(2, 0, 1)  # HWC -> CHW, still a view
+        if self._photo.active():
+            # float levels, in the output itself when it is float32
+            work = out if self.dtype == "float32" else np.empty(self.data_shape, np.float32)
+            work[...] = planes
+            self._photo.apply(work, rng)
+            planes = work
+        self._normalise(planes, out, flip, rng)
+
+    def _planned(
+        self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator
+    ) -> Image.Image:
+        return decode_region(payload, _COLOR[self.channels], *self._plan(interp, rng))
+
+    def _plan(
+        self, interp: geometry.Interp, rng: np.random.Generator
+    ) -> tuple[Plan, Callable[[], Image.Resampling]]:
+        """The crop planned from the image's size, and the resampling it
+        picked (once the plan has run)."""
+        chosen: list[Image.Resampling] = []
+        rule = self._crop
+
+        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+            vw, vh = geometry.resized(width, height, self.resize)
+            box, size, cropped = geometry.final_crop(vw, vh, rule, rng, self._too_small)
+            out = (rule.out_w, rule.out_h)
+            if not cropped:  # enlarged to `size` if needed, then the output window
+                chosen.append(interp((vw, vh), out))
+                x, y = geometry.centre_window(*size, rule, rng)
+                ex, ey = size[0] / vw, size[1] / vh
+                box = (x / ex, y / ey, (x + out[0]) / ex, (y + out[1]) / ey)
+            else:
+                chosen.append(interp((round(box[2] - box[0]), round(box[3] - box[1])), out))
+            sx, sy = vw / width, vh / height
+            return (box[0] / sx, box[1] / sy, box[2] / sx, box[3] / sy), out
+
+        return plan, lambda: chosen[0]
+
+    def _warped(
+        self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator
+    ) -> Image.Image:
+        chosen: list[Image.Resampling] = []
+
+        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+            size = geometry.resized(width, height, self.resize)
+            chosen.append(interp((width, height), size))
+            return (0, 0, width, height), size
+
+        im = decode_region(payload, _COLOR[self.channels], plan, lambda: chosen[0])
+        if self.channels == 4 and im.mode != "RGBA":
+            im = opencv_mode(im, 1).convert("RGBA")
+        f = self.fill_value
+        fill = {"L": (f,), "RGBA": (f, f, f, 0)}.get(im.mode, (f, f, f))
+        if self._affine.active():
+            im = geometry.affine_warp(im, self._affine, fill, interp, rng)
+        if self.pad:
+            im = geometry.pad(im, self.pad, fill)
+        rule = self._crop
+        out = (rule.out_w, rule.out_h)
+        box, size, cropped = geometry.final_crop(im.width, im.height, rule, rng, self._too_small)
+        if cropped:
+            old = (round(box[2] - box[0]), round(box[3] - box[1]))
+            return resize(im, out, interp(old, out), box)
+        method = interp(im.size, out)
+        if size != im.size:
+            im = resize(im, size, method)
+        x, y = geometry.centre_window(*size, rule, rng)
+        return im.crop((x, y, x + out[0], y + out[1]))
+
+    def _too_small(self, width: int, height: int) -> ConfigError:
+        side = self._crop.crop_size[1] if self._crop.crop_size else 0
+        return ConfigError(
+            f"an image of {width}x{height} pixels (after resize, warp and pad) is smaller than "
+            f"max_crop_size {side}; lower max_crop_size or set resize"
+        )
+
+    def _normalise(
+        self, planes: np.ndarray, out: np.ndarray, flip: bool, rng: np.random.Generator
+    ) -> None:
+        """``planes`` (C, H, W) pixels -> ``out``, mirrored when ``flip``; the
+        mean image is subtracted before mirroring, as MXNet does."""
+        if self.dtype == "uint8":
+            out[...] = planes[:, :, ::-1] if flip else planes
+            return
+        if self.dtype == "int8":
+            mean = self._mean_int if self.mean_img is None else np.round(self.mean_img)
+            shifted = planes.astype(np.int16) - mean.astype(np.int16)
+            np.clip(shifted, -128, 127, out=shifted)
+            out[...] = shifted[:, :, ::-1] if flip else shifted
+            return
+        k = self._k
+        if self.max_random_contrast > 0:
+            k = k * np.float32(1 + rng.uniform(-self.max_random_contrast, self.max_random_contrast))
+        if self.mean_img is not None:
+            np.subtract(planes, self.mean_img, out=out)
+            out *= k
+            if flip:
+                out[...] = out[:, :, ::-1]
+        else:
+            np.multiply(planes[:, :, ::-1] if flip else planes, k, out=out)
+            out -= self._mean * k
+        if self.max_random_illumination > 0:
+            illum = rng.uniform(-self.max_random_illumination, self.max_random_illumination)
+            out += self._k * np.float32(illum)  # illumination * scale / std
+
+    def __call__(self, payload: bytes | memoryview) -> np.ndarray:
+        """A ``data_shape`` array for ``payload``, yours until you drop it
+        (then a later call may reuse its memory: :mod:`im2rec.training.augment.reuse`);
+        the random draws come from a per-process generator seeded from
+        :mod:`random` (which torch's DataLoader seeds differently in each
+        worker)."""
+        out = reuse.new_array(self.data_shape, self.dtype)
+        self.write(payload, out, _process_rng())
+        return out
+
+    def replace(self, **changes: Any) -> Augmenter:
+        """A copy with some options changed."""
+        import dataclasses
+
+        names = {f.name for f in dataclasses.fields(self) if f.init}
+        kwargs = {name: getattr(self, name) for name in names}
+        kwargs.update(changes)
+        return Augmenter(**kwargs)
+
+
+_RNG: tuple[int, np.random.Generator] | None = None
+
+
+def _process_rng() -> np.random.Generator:
+    global _RNG
+    if _RNG is None or _RNG[0] != os.getpid():
+        _RNG = (os.getpid(), np.random.default_rng(random.getrandbits(64)))
+    return _RNG[1]

@@ -1,0 +1,64 @@
+"""The usual training recipe in one pass: decode the JPEG region a crop
+keeps, resample it once, and write normalised float32 planes straight from
+the decoder's pixels.
+
+This is :meth:`Augmenter.write <im2rec.training.augment.Augmenter.write>` for float32
+output without photometric changes, a mean image or random contrast and
+illumination, on JPEG data the region decoder takes. The general path
+decodes into a Pillow image, makes an ``(H, W, C)`` array of it and
+normalises that with three numpy passes over a strided view; here the
+decoder writes four-byte RGBX pixels that Pillow resamples without a
+conversion, and :mod:`im2rec.imaging._tensor` casts, scales, shifts and
+mirrors them into the output in one pass, with the same float32 operations
+in the same order (so the output is identical, tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ... import native
+from ...imaging import jpeg
+from ...imaging.codec import Plan
+
+# (None: built without a compiler, or switched off: numpy normalises)
+_tensor: Any = native.load("tensor")
+
+__all__ = ["available", "write"]
+
+
+def available() -> bool:
+    """Whether the one-pass path is built and switched on."""
+    return _tensor is not None and jpeg.enabled()
+
+
+def write(
+    payload: bytes | memoryview,
+    color: int,
+    plan: Plan,
+    resample: Callable[[], Image.Resampling],
+    out: np.ndarray,
+    k: list[float],
+    mk: list[float],
+    flip: bool,
+) -> bool:
+    """``out`` (C, H, W float32) = decoded pixels * ``k`` - ``mk`` per
+    channel, mirrored when ``flip``; False, with ``plan`` not called, where
+    the region decoder does not apply (the caller takes the general path)."""
+    if payload[:3] != b"\xff\xd8\xff":
+        return False
+    got = jpeg.window(payload, color, plan, resample, rgbx=True)
+    if got is None:
+        return False
+    step = 1 if got.mode == "L" else 4
+    width, height = got.size
+    if got.cut is not None:  # the crop is cut from the decoder's rows as they are
+        pixels, row, left = got.pixels, got.width * step, got.cut
+    else:
+        pixels, row, left = got.finish(got.image()).tobytes(), width * step, 0
+    _tensor.normalise(out, pixels, row, step, left, 0, width, height, out.shape[0], k, mk, flip)
+    return True

@@ -1,0 +1,359 @@
+"""Batches assembled in shared memory: what one worker does for one batch.
+
+The parent owns a block of shared memory cut into slots, one batch each
+(pixels, labels, record ids). A :class:`BatchJob` names a slot and the byte
+offsets of the batch's records; the worker reads each record from its own
+mapping of the ``.rec``, runs the :class:`~im2rec.training.augment.Augmenter` straight
+into the slot and returns only counts. No pixel array crosses a pipe.
+
+Each batch's random draws come from a generator seeded by ``(seed, epoch,
+batch)``, so augmentation is the same whichever worker (or how many) runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import weakref
+from collections import deque
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from ..errors import ConfigError, ImageCodecError, RecordFormatError
+from ..executors import LocalExecutor, WorkerCrashed, check_stop, default_workers, fork_is_safe
+from ..recordio import RecordReader, unpack
+from .augment import Augmenter
+
+__all__ = [
+    "BatchBuffers",
+    "BatchJob",
+    "BatchResult",
+    "Pending",
+    "Ring",
+    "SlotLayout",
+    "SlotPool",
+    "Workers",
+    "attach",
+    "check_memory",
+    "fill_batch",
+    "release",
+    "run_job",
+]
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """Where one batch lives inside a slot: data, then labels, then ids."""
+
+    batch_size: int
+    data_shape: tuple[int, int, int]
+    dtype: str
+    label_width: int
+
+    @property
+    def data_bytes(self) -> int:
+        return self.batch_size * int(np.prod(self.data_shape)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def slot_bytes(self) -> int:
+        label_bytes = self.batch_size * self.label_width * 4
+        return -(-(self.data_bytes + label_bytes + self.batch_size * 8) // 64) * 64
+
+    def views(self, buf: Any, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(data, labels, ids)`` arrays over slot ``slot`` of ``buf``."""
+        b, base = self.batch_size, slot * self.slot_bytes
+        # frombuffer holds the buffer exported while a view lives, so the
+        # memory cannot be unmapped under it (closing the block refuses)
+        data = np.frombuffer(buf, self.dtype, b * int(np.prod(self.data_shape)), base)
+        base += self.data_bytes
+        labels = np.frombuffer(buf, np.float32, b * self.label_width, base)
+        ids = np.frombuffer(buf, np.uint64, b, base + b * self.label_width * 4)
+        return data.reshape(b, *self.data_shape), labels.reshape(b, self.label_width), ids
+
+
+class SlotPool:
+    """The slots of the ring: free ones, and ones lent to the caller.
+
+    A batch handed out as a view of its slot (no copy of its pixels) keeps
+    the slot until its array is garbage-collected, whoever holds it (a
+    training step, a torch tensor made from it). At most ``lendable`` slots
+    are lent at once, so the workers always have slots to fill; past that,
+    batches are copies (a caller keeping many batches in a list)."""
+
+    def __init__(self, slots: int, lendable: int) -> None:
+        self.free: deque[int] = deque(range(slots))
+        self.lendable = max(0, lendable)
+        self._lent: set[int] = set()
+
+    def lend(self, data: np.ndarray, slot: int) -> bool:
+        """Lend ``slot`` to ``data`` (a view of it) if the pool allows."""
+        if len(self._lent) >= self.lendable:
+            return False
+        self._lent.add(slot)
+        # numpy points every view of a view at the first array that owns or
+        # exports its memory (here the frombuffer array over the ring), not
+        # at the arrays between: that one lives as long as any view does.
+        root = data
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        # the callback holds the pool's containers, not the iterator
+        weakref.finalize(root, _give_back, self.free, self._lent, slot)
+        return True
+
+
+def _give_back(free: deque[int], lent: set[int], slot: int) -> None:
+    lent.discard(slot)
+    free.append(slot)
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch to build: records at ``offsets`` (the first ``real`` are the
+    batch's own, the rest wrap around to fill it) into ``slot``."""
+
+    rec: str
+    offsets: np.ndarray
+    real: int
+    slot: int
+    seed: tuple[int, ...]
+    labels_from_header: bool
+    skip_corrupt: bool
+    storage_options: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """``filled`` samples were written, ``filled_real`` of them the batch's
+    own; ``skipped`` lists ``(offset, reason)`` for records that failed."""
+
+    filled: int
+    filled_real: int
+    skipped: list[tuple[int, str]]
+
+
+def fill_batch(
+    job: BatchJob,
+    reader: RecordReader,
+    augmenter: Augmenter,
+    views: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> BatchResult:
+    """Decode the job's records into ``views``, good ones first; the slots
+    after them are zeroed so a short batch never shows stale data."""
+    data, labels, ids = views
+    rng = np.random.default_rng(job.seed)
+    filled = filled_real = 0
+    skipped: list[tuple[int, str]] = []
+    for n, offset in enumerate(job.offsets.tolist()):
+        check_stop()  # after close(): one image, not the batch
+        try:
+            header, payload = unpack(reader.read_at(offset, copy=False))
+            label = _label(header.flag, header.label, labels.shape[1], job, reader.name, offset)
+            augmenter.write(payload, data[filled], rng)
+        except (ImageCodecError, RecordFormatError) as exc:
+            if not job.skip_corrupt:
+                raise type(exc)(
+                    f"{reader.name}: the record at byte {offset:,} cannot be used: {exc}; "
+                    "check the file with `rec verify`, or pass on_corrupt='skip' to skip "
+                    "such records"
+                ) from None
+            skipped.append((offset, str(exc)))
+            continue
+        labels[filled] = label
+        ids[filled] = header.id
+        filled += 1
+        filled_real += n < job.real
+    data[filled:] = 0
+    labels[filled:] = 0
+    ids[filled:] = 0
+    return BatchResult(filled, filled_real, skipped)
+
+
+def _label(
+    flag: int, label: Any, width: int, job: BatchJob, name: str, offset: int
+) -> np.ndarray | float:
+    if not job.labels_from_header:
+        return 0.0  # the parent fills labels from path_imglist
+    count = flag if flag > 0 else 1
+    if count != width:
+        # MXNet's own check, with its wording's facts (docs/format.md,
+        # "ImageRecordIter", "One record's pipeline", step 3)
+        raise ConfigError(
+            f"{name}: the record at byte {offset:,} has {count} label(s) but label_width is "
+            f"{width}; set label_width={count}, or give labels with path_imglist"
+        )
+    return label if flag > 0 else float(label)
+
+
+# -- the worker process side ---------------------------------------------------
+
+_ATTACHED: dict[str, shared_memory.SharedMemory] = {}
+_READERS: dict[str, RecordReader] = {}
+
+
+def attach(name: str) -> shared_memory.SharedMemory:
+    """The parent's shared memory block, opened once per process."""
+    shm = _ATTACHED.get(name)
+    if shm is None:
+        if sys.version_info >= (3, 13):
+            # The parent owns (and unlinks) the block; the worker only maps it.
+            shm = shared_memory.SharedMemory(name, track=False)
+        else:
+            shm = shared_memory.SharedMemory(name)
+        _ATTACHED[name] = shm
+    return shm
+
+
+def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: str) -> BatchResult:
+    """Worker entry point: fill ``job``'s slot of the shared block."""
+    reader = _READERS.get(job.rec)
+    if reader is None:
+        reader = _READERS[job.rec] = RecordReader(job.rec, storage_options=job.storage_options)
+    views = layout.views(attach(shm_name).buf, job.slot)
+    try:
+        return fill_batch(job, reader, augmenter, views)
+    finally:
+        del views  # release the exported buffer before the block may close
+
+
+# -- the parent's ring of slots ----------------------------------------------------
+
+
+class Ring(shared_memory.SharedMemory):
+    """The parent's block of slots. A batch lent to the caller views it, and
+    its memory must stay mapped while that view lives: closing the block
+    (the iterator closed or collected first) then leaves the mapping to the
+    last view instead of failing."""
+
+    def close(self) -> None:
+        with contextlib.suppress(BufferError):
+            super().close()
+
+
+def check_memory(size: int, slots: int) -> None:
+    """Refuse a batch ring larger than half of this machine's memory before
+    allocating it: batch_size, data_shape and label_width are options, and a
+    typo must not make the machine swap or the kernel kill the process."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no bound to compare with
+        return
+    if size > memory // 2:
+        raise ConfigError(
+            f"{slots} batches in flight need {size / 2**30:,.1f} GiB, more than half of this "
+            f"machine's {memory / 2**30:,.1f} GiB; use a smaller batch_size or data_shape, or "
+            "fewer preprocess_threads / prefetch_buffer"
+        )
+
+
+def release(owner: int, executor: LocalExecutor | None, shm: Ring | None) -> None:
+    # A process forked while this iterator was alive (another iterator's
+    # worker, a DataLoader worker) holds a copy of it, and its garbage
+    # collector may run this finaliser: only the creator may stop the
+    # workers and unlink the memory, which other processes still use.
+    if os.getpid() != owner:
+        return
+    if executor is not None:
+        executor.close()
+    if shm is not None:
+        shm.close()  # (a Ring: a lent batch's view keeps the memory mapped)
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()
+
+
+# -- who builds the batches ------------------------------------------------------
+
+
+class Pending(NamedTuple):
+    """A batch under way: its job, and the future of a worker building it
+    (None: this process builds it when it is wanted)."""
+
+    job: BatchJob
+    result: Future[BatchResult] | None
+
+
+class BatchBuffers(NamedTuple):
+    result: BatchResult
+    views: tuple[np.ndarray, np.ndarray, np.ndarray]
+    slot: int
+
+
+class Workers:
+    """Who builds an iterator's batches, and where: worker processes filling
+    a shared-memory ring when they can be forked (they inherit everything
+    loaded and need no ``if __name__ == "__main__"`` guard, which MXNet
+    scripts lack); threads otherwise (Pillow and numpy release the GIL while
+    they decode and convert, so threads still overlap most of the work); or
+    this process, for one worker. Released when closed or collected."""
+
+    def __init__(
+        self,
+        threads: int | None,
+        prefetch: int,
+        layout: SlotLayout,
+        augmenter: Augmenter,
+        rec: str,
+        storage_options: dict[str, Any] | None,
+    ) -> None:
+        count = min(4, default_workers()) if threads is None else max(0, threads)
+        self.count = count
+        self.kind: Literal["inline", "processes", "threads"] = (
+            "inline" if count <= 1 else "processes" if fork_is_safe() else "threads"
+        )
+        self.layout, self.augmenter = layout, augmenter
+        self.executor = None if count <= 1 else LocalExecutor(count)
+        # Threads and the inline path share one reader (pread needs no lock);
+        # worker processes open the file themselves.
+        self.reader = (
+            None if self.kind == "processes" else RecordReader(rec, storage_options=storage_options)
+        )
+        slots = max(1, prefetch, count) if count > 1 else 1
+        size = slots * layout.slot_bytes
+        check_memory(size, slots)
+        self.shm = Ring(create=True, size=size) if self.kind == "processes" else None
+        # a batch can be a view of its slot while the workers keep a slot each
+        self.slots = SlotPool(slots, slots - count if count > 1 else 0)
+        self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
+        self.finalizer = weakref.finalize(self, release, os.getpid(), self.executor, self.shm)
+
+    def submit(self, job: BatchJob) -> Pending:
+        future: Future[BatchResult] | None = None
+        if self.shm is not None and self.executor is not None:
+            future = self.executor.submit(run_job, job, self.layout, self.augmenter, self.shm.name)
+        elif self.executor is not None:
+            future = self.executor.submit(self.fill, job, io_bound=True)
+        return Pending(job, future)
+
+    def fill(self, job: BatchJob) -> BatchResult:
+        """Build ``job`` in this process (inline, or on a worker thread)."""
+        assert self.reader is not None
+        return fill_batch(job, self.reader, self.augmenter, self.layout.views(self.buf, job.slot))
+
+    def collect(self, pending: Pending) -> BatchBuffers:
+        job = pending.job
+        try:
+            result = self.fill(job) if pending.result is None else pending.result.result()
+        except BrokenProcessPool as exc:
+            raise WorkerCrashed(
+                "an ImageRecordIter worker process died (killed, out of memory, or a crash "
+                "while decoding); create the iterator again"
+            ) from exc
+        return BatchBuffers(result, self.layout.views(self.buf, job.slot), job.slot)
+
+    def drain(self, jobs: deque[Pending]) -> None:
+        """Give back the slots of batches no longer wanted: a running job
+        still writes into its slot, so it is waited for; queued ones are
+        cancelled."""
+        while jobs:
+            pending = jobs.popleft()
+            if pending.result is not None and not pending.result.cancel():
+                try:
+                    pending.result.result()
+                except Exception:  # noqa: BLE001 - the batch is being thrown away
+                    pass
+            self.slots.free.append(pending.job.slot)

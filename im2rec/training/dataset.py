@@ -1,0 +1,185 @@
+"""Reading packed datasets back for training: a map-style dataset.
+
+:class:`RecordDataset` is what ``torch.utils.data.DataLoader`` needs (``len``
+and ``ds[i]``) without importing torch. It holds a reader that pickles as
+paths plus the loaded index, so each ``DataLoader`` worker, under ``fork`` or
+``spawn``, opens the file again on first use.
+
+InsightFace's MS1M/Glint360K files put a header record at key 0 whose two
+labels are ``(first identity key, end of identity keys)``: the images are
+keys ``1 .. first-1`` and one record per identity follows them. With
+``layout="auto"`` (the default) such a file is recognised and only its image
+records are exposed, each labelled with its identity (``label[0]``, as
+InsightFace's ``MXFaceDataset`` reads it).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from PIL import ImageOps, UnidentifiedImageError
+
+from ..errors import ImageCodecError, ImageTooLargeError
+from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
+from ..recordio import IndexedRecordReader, unpack
+from ..recordio.faces import face_header
+
+__all__ = ["RecordDataset"]
+
+Output = Literal["pil", "numpy", "bytes"]
+Layout = Literal["auto", "plain", "insightface"]
+
+
+class RecordDataset:
+    """``ds[i] -> (image, label)`` over the records of a ``.rec``/``.idx``.
+
+    ``output``: ``"pil"`` (an RGB ``PIL.Image``), ``"numpy"`` (HxWx3 uint8
+    RGB) or ``"bytes"`` (the stored payload, undecoded). ``label`` is a float,
+    or a float32 array for multi-label records (``flag > 0``). ``transform``
+    and ``target_transform`` are applied to the image and label (pass
+    picklable callables for ``spawn`` workers). Without an ``.idx`` the file
+    is indexed in memory once (keys 0..N-1; a warning says so), with
+    ``missing_index="scan"``, the default; ``"error"`` refuses.
+    ``min_size=(w, h)`` decodes JPEGs at the smallest DCT scale (1/2, 1/4,
+    1/8) that keeps both sides at least that size: for training below half
+    the stored resolution.
+
+    An image that does not decode (in this class or in ``transform``) raises
+    :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.
+    With ``on_corrupt="skip"`` the next record that decodes is returned in
+    its place (wrapping around), with a warning; ``skipped`` lists ``(key,
+    offset, reason)`` for the records skipped in this process (each
+    ``DataLoader`` worker keeps its own).
+    """
+
+    def __init__(
+        self,
+        rec: str | os.PathLike[str],
+        idx: str | os.PathLike[str] | None = None,
+        *,
+        output: Output = "pil",
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
+        layout: Layout = "auto",
+        missing_index: Literal["error", "scan"] = "scan",
+        min_size: tuple[int, int] | None = None,
+        on_corrupt: Literal["raise", "skip"] = "raise",
+        storage_options: dict[str, Any] | None = None,
+    ):
+        if layout not in ("auto", "plain", "insightface"):
+            raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
+        if on_corrupt not in ("raise", "skip"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        if output not in ("pil", "numpy", "bytes"):
+            raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
+        if min_size is not None and not (
+            isinstance(min_size, tuple | list)
+            and len(min_size) == 2
+            and all(isinstance(v, int | np.integer) and v >= 1 for v in min_size)
+        ):
+            raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
+        self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
+        self.reader = IndexedRecordReader(
+            rec, idx, missing_index=missing_index, storage_options=storage_options
+        )
+        if self.reader.index_scanned:
+            warnings.warn(
+                f"{self.reader.name}: no .idx beside it, so its {len(self.reader):,} records "
+                f"were indexed in memory (keys 0..N-1); `rec index {self.reader.name}` "
+                "writes one and skips this walk next time",
+                stacklevel=2,
+            )
+        self.output = output
+        self.transform = transform
+        self.target_transform = target_transform
+        self.skip_corrupt = on_corrupt == "skip"
+        self.skipped: list[tuple[Any, int, str]] = []
+        # the keys served, in order: a view of the index's array, or a range
+        # (no Python object a record: forked workers share these pages)
+        self.keys: Sequence[Any] = self.reader.keys
+        self.layout = self._detect(layout)
+        if self.layout == "insightface":
+            first = int(unpack(self.reader.read_key(0))[0].label[0])
+            self.keys = range(1, first)
+
+    def _detect(self, layout: Layout) -> Literal["plain", "insightface"]:
+        if layout != "auto":
+            return layout
+        if 0 not in self.reader.index:
+            return "plain"
+        header, payload = unpack(self.reader.read_key(0))
+        # InsightFace's header record: two labels (the identity key range) and
+        # no image; an ordinary multi-label image record has image bytes.
+        return "insightface" if face_header(header, payload, len(self.keys)) else "plain"
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        n = len(self.keys)
+        i = range(n)[i]  # IndexError past the end, as a sequence must (plain `for` loops)
+        if not self.skip_corrupt:
+            return self._item(self.keys[i])
+        for step in range(n):
+            key = self.keys[(i + step) % n]
+            try:
+                return self._item(key)
+            except ImageCodecError as exc:
+                offset = self.reader.index.offset_of(key)
+                why = str(exc.__cause__ or exc)
+                self.skipped.append((key, offset, why))
+                warnings.warn(f"{exc}; skipped (on_corrupt='skip')", stacklevel=2)
+        raise ImageCodecError(f"{self.reader.name}: none of its {n} records decodes")
+
+    def _item(self, key: Any) -> tuple[Any, Any]:
+        header, payload = unpack(self.reader.read_key(key))
+        label: Any = header.label if header.flag else float(header.label)
+        if self.layout == "insightface" and header.flag:  # [identity, aligned]: as MXFaceDataset
+            label = float(header.label[0])
+        if self.output == "bytes":
+            image: Any = payload
+        else:
+            image = self._decode(payload, key)
+        if self.transform is not None:
+            try:
+                image = self.transform(image)
+            except ImageCodecError as exc:  # e.g. Augmenter on output="bytes"
+                raise self._codec_error(key, exc) from exc
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
+
+    def _codec_error(self, key: Any, why: object) -> ImageCodecError:
+        offset = self.reader.index.offset_of(key)
+        message = (
+            f"{self.reader.name}: the image of key {key!r} (byte {offset:,}) does not decode: {why}"
+        )
+        if isinstance(why, ImageTooLargeError):  # keeps its kind: a bomb is not damage
+            return ImageTooLargeError(message, output=why.output)
+        return ImageCodecError(message)
+
+    def _decode(self, payload: bytes, key: Any) -> Any:
+        try:
+            im = open_image(payload)
+            orientation = exif_orientation(im)
+            if self.min_size is not None and im.format == "JPEG":
+                # DCT-domain downscaling: the smallest 1/2, 1/4 or 1/8 scale
+                # that keeps both sides at least min_size (several times
+                # faster than decoding in full and resizing)
+                w, h = self.min_size
+                im.draft("RGB", (h, w) if orientation in ROTATED else (w, h))
+            im.load()
+            if orientation != 1:  # as MXNet's ImageRecordIter and OpenCV's imread do
+                im = ImageOps.exif_transpose(im)
+            rgb = im if im.mode == "RGB" else im.convert("RGB")
+        except DECODE_ERRORS as exc:
+            why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc
+            raise self._codec_error(key, why) from exc
+        return np.asarray(rgb) if self.output == "numpy" else rgb
+
+    def __repr__(self) -> str:
+        return f"RecordDataset({self.reader.name!r}, {len(self)} records, layout={self.layout!r})"

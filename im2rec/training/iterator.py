@@ -1,0 +1,386 @@
+"""``ImageRecordIter``: MXNet's batch iterator over a ``.rec``, without MXNet.
+
+It takes MXNet's keyword names (docs/format.md, "ImageRecordIter, Options") and yields batches with
+``.data[0]`` ``(B, C, H, W)`` RGB, ``.label[0]`` and ``.pad``. Worker
+processes decode straight into shared memory (:mod:`im2rec.training.batching`); the
+parent only orders the work (running into the next epoch when this one's is
+all under way) and lends each finished batch, a view of its slot that goes
+back to the workers when the caller drops it.
+
+Where MXNet has a bug, this does the sane thing (docs/format.md, "Quirks and bugs"): the last
+batch's ``pad`` is right with ``round_batch=False`` and its empty slots are
+zeros; ``pad`` is never stale; ``reset()`` always starts the next epoch at
+its first record; unknown keyword arguments raise.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import ConfigError, Im2RecError
+from .augment import Augmenter
+from .batching import BatchBuffers, BatchJob, Pending, SlotLayout, Workers
+from .vocabulary import (
+    DataBatch,
+    DataDesc,
+    MXArray,
+    augmenter_options,
+    chunk_starts,
+    epoch_order,
+    lst_labels,
+    mean_image,
+    part,
+    record_offsets,
+)
+
+__all__ = [
+    "DataBatch",
+    "DataDesc",
+    "ImageRecordInt8Iter",
+    "ImageRecordIter",
+    "ImageRecordUInt8Iter",
+    "MXArray",
+]
+
+
+class ImageRecordIter:
+    """Batches of decoded, augmented images from a ``.rec`` file.
+
+    MXNet's keyword arguments, every one (see the README's table): the
+    reading options below, and the augmentation options of
+    :class:`~im2rec.training.augment.Augmenter` by MXNet's names (``mean_r``...,
+    ``std_r``..., ``brightness``, ``max_rotate_angle``, ``mean_img``...).
+    Beyond them: ``on_corrupt="skip"`` drops undecodable records (counted
+    in ``skipped``) instead of raising. Unknown keywords are ignored with a
+    warning, as MXNet ignores them (silently).
+    """
+
+    def __init__(
+        self,
+        *,
+        path_imgrec: str | os.PathLike[str],
+        data_shape: tuple[int, int, int],
+        batch_size: int,
+        path_imgidx: str | os.PathLike[str] = "",
+        path_imglist: str | os.PathLike[str] = "",
+        label_width: int = 1,
+        shuffle: bool = False,
+        seed: int = 0,
+        round_batch: bool = True,
+        num_parts: int = 1,
+        part_index: int = 0,
+        preprocess_threads: int | None = None,
+        prefetch_buffer: int = 4,
+        dtype: str | None = None,
+        mean_img: str | os.PathLike[str] = "",
+        shuffle_chunk_size: int = 0,
+        shuffle_chunk_seed: int = 0,
+        seed_aug: int | None = None,
+        verbose: bool = True,
+        data_name: str = "data",
+        label_name: str = "softmax_label",
+        on_corrupt: Literal["raise", "skip"] = "raise",
+        storage_options: dict[str, Any] | None = None,
+        **options: Any,
+    ):
+        if on_corrupt not in ("raise", "skip"):
+            raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        if batch_size < 1 or label_width < 1:
+            raise ConfigError("batch_size and label_width must be at least 1")
+        if shuffle_chunk_size < 0:
+            raise ConfigError("shuffle_chunk_size must not be negative")
+        dtype = dtype or "float32"
+        aug = augmenter_options(options, _KEYWORDS)
+        self.augmenter = Augmenter(tuple(data_shape), dtype=dtype, **aug)  # type: ignore[arg-type]
+        if mean_img and dtype != "uint8":  # MXNet's uint8 iterator has no mean image
+
+            def compute() -> np.ndarray:
+                return _mean_over_part(
+                    path_imgrec=path_imgrec, path_imgidx=path_imgidx, data_shape=data_shape,
+                    batch_size=batch_size, num_parts=num_parts, part_index=part_index,
+                    preprocess_threads=preprocess_threads, seed=seed, seed_aug=seed_aug,
+                    on_corrupt=on_corrupt, **options,
+                )  # fmt: skip
+
+            image = mean_image(os.fspath(mean_img), compute, verbose)
+            self.augmenter = self.augmenter.replace(mean_img=image)
+        self.batch_size = batch_size
+        self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
+        self.seed_aug = seed if seed_aug is None else seed_aug
+        self.skip_corrupt = on_corrupt == "skip"
+        self.storage_options = storage_options
+        path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
+        self.path_imgrec = path_imgrec
+        self._offsets = part(
+            record_offsets(path_imgrec, path_imgidx, verbose, storage_options),
+            num_parts,
+            part_index,
+        )
+        if round_batch and batch_size > len(self._offsets):
+            raise ConfigError(
+                f"batch_size {batch_size} is larger than the {len(self._offsets)} records of "
+                f"part {part_index} of {num_parts}; use a smaller batch_size, or "
+                "round_batch=False for one padded batch"
+            )
+        self._labels = lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
+        self._chunks = chunk_starts(self._offsets, shuffle_chunk_size, num_parts, path_imgidx)
+        self.shuffle_chunk_seed = shuffle_chunk_seed
+        self.layout = SlotLayout(
+            batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
+        )
+        label_shape = (batch_size,) if label_width == 1 else (batch_size, label_width)
+        self.provide_data = [
+            DataDesc(
+                data_name, (batch_size, *self.augmenter.data_shape), np.dtype(self.augmenter.dtype)
+            )
+        ]
+        self.provide_label = [DataDesc(label_name, label_shape, np.dtype(np.float32), "N")]
+        self.skipped: list[tuple[int, str]] = []
+        self.epoch = 0
+        # the next epoch's order and its batches under way (see _top_up)
+        self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
+        self._workers = Workers(
+            preprocess_threads, prefetch_buffer, self.layout, self.augmenter, path_imgrec,
+            storage_options,
+        )  # fmt: skip
+        self._start_epoch()
+
+    # -- setup -------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        """How many workers build batches (1: this process)."""
+        return self._workers.count
+
+    @property
+    def worker_kind(self) -> Literal["inline", "processes", "threads"]:
+        """Whether they are forked processes, threads, or this process."""
+        return self._workers.kind
+
+    def _start_epoch(self) -> None:
+        n = len(self._offsets)
+        self._num_batches = -(-n // self.batch_size)
+        self._next_out = 0
+        self._current: DataBatch | None = None
+        if self._ahead is not None:  # this epoch's first batches are already under way
+            self._order, self._pending = self._ahead
+        else:
+            self._order, self._pending = self._epoch_order(self.epoch), deque()
+        self._next_submit = len(self._pending)
+        self._ahead = None
+        self._top_up()
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        n = len(self._offsets)
+        return epoch_order(n, self.shuffle, self.seed, epoch, self._chunks, self.shuffle_chunk_seed)
+
+    # -- the work queue ----------------------------------------------------
+
+    def _job(self, batch: int, slot: int, order: np.ndarray, epoch: int) -> BatchJob:
+        b = self.batch_size
+        positions = order[batch * b : (batch + 1) * b]
+        real = len(positions)
+        if real < b and self.round_batch:  # wrap to the start of this epoch's order
+            positions = np.concatenate([positions, order[: b - real]])
+        return BatchJob(
+            rec=str(self.path_imgrec),
+            offsets=self._offsets[positions],
+            real=real,
+            slot=slot,
+            seed=(self.seed_aug & 0xFFFFFFFF, epoch, batch),
+            labels_from_header=self._labels is None,
+            skip_corrupt=self.skip_corrupt,
+            storage_options=self.storage_options,
+        )
+
+    def _top_up(self) -> None:
+        free = self._workers.slots.free
+        while free and self._next_submit < self._num_batches:
+            job = self._job(self._next_submit, free.popleft(), self._order, self.epoch)
+            self._pending.append(self._workers.submit(job))
+            self._next_submit += 1
+        if not free or self._workers.executor is None:
+            return
+        # Every batch of this epoch is under way and slots are free: start
+        # the next epoch's, which reset() takes over, so the workers never
+        # wait at an epoch's end (DALI's readers run on the same way).
+        if self._ahead is None:
+            self._ahead = (self._epoch_order(self.epoch + 1), deque())
+        order, ahead = self._ahead
+        while free and len(ahead) < self._num_batches:
+            job = self._job(len(ahead), free.popleft(), order, self.epoch + 1)
+            ahead.append(self._workers.submit(job))
+
+    # -- MXNet's DataIter API ----------------------------------------------
+
+    def iter_next(self) -> bool:
+        """Advance to the next batch; False at the end of the epoch."""
+        if self._next_out >= self._num_batches:
+            self._current = None
+            return False
+        self._top_up()  # slots given back since the last batch (the caller dropped it)
+        pending = self._pending.popleft()
+        self._next_out += 1
+        lent = False
+        try:
+            got = self._workers.collect(pending)
+            self._current, lent = self._make_batch(got)
+        finally:
+            if not lent:
+                self._workers.slots.free.append(pending.job.slot)
+        self._top_up()
+        return True
+
+    def _make_batch(self, got: BatchBuffers) -> tuple[DataBatch, bool]:
+        """The batch, and whether its pixels are a view of the slot (lent
+        until the caller drops them) rather than a copy."""
+        result = got.result
+        view, labels, ids = got.views
+        labels, ids = labels.copy(), ids.copy()
+        lent = self._workers.slots.lend(view, got.slot)
+        data = view if lent else view.copy()
+        del got, view
+        self.skipped.extend(result.skipped)
+        if self._labels is not None:
+            labels[: result.filled] = self._lookup(ids[: result.filled])
+        label = labels[:, 0] if labels.shape[1] == 1 else labels
+        batch = DataBatch(
+            data=[data.view(MXArray)],
+            label=[label.view(MXArray)],
+            pad=self.batch_size - result.filled_real,
+            index=ids,
+            provide_data=self.provide_data,
+            provide_label=self.provide_label,
+        )
+        return batch, lent
+
+    def _lookup(self, ids: np.ndarray) -> np.ndarray:
+        assert self._labels is not None
+        try:
+            return self._labels.lookup(ids)
+        except KeyError as exc:
+            raise Im2RecError(
+                f"record id {exc.args[0]} of {self.path_imgrec} has no line in path_imglist; "
+                "regenerate the list or drop path_imglist to use the packed labels"
+            ) from None
+
+    def next(self) -> DataBatch:
+        """The next batch; ``StopIteration`` at the end of the epoch."""
+        if not self.iter_next():
+            raise StopIteration
+        assert self._current is not None
+        return self._current
+
+    __next__ = next
+
+    def __iter__(self) -> Iterator[DataBatch]:
+        # An exhausted iterator starts the next epoch, so a plain
+        # `for epoch ...: for batch in it:` loop needs no reset().
+        if self._next_out >= self._num_batches:
+            self.reset()
+        return self
+
+    def reset(self) -> None:
+        """Start the next epoch (a new permutation with ``shuffle``). A reset
+        before any batch of the current epoch was taken changes nothing."""
+        if self._next_out == 0:
+            return
+        self._workers.drain(self._pending)
+        self.epoch += 1
+        self._start_epoch()
+
+    def getdata(self) -> list[np.ndarray]:
+        return self._batch().data
+
+    def getlabel(self) -> list[np.ndarray]:
+        return self._batch().label
+
+    def getpad(self) -> int:
+        return self._batch().pad
+
+    def getindex(self) -> np.ndarray | None:
+        return self._batch().index
+
+    def _batch(self) -> DataBatch:
+        if self._current is None:
+            raise Im2RecError("no current batch: call iter_next() first")
+        return self._current
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return self._num_batches
+
+    @property
+    def num_records(self) -> int:
+        """Records in this part (one epoch, before padding)."""
+        return len(self._offsets)
+
+    # -- shutting down -----------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the workers and free the shared memory (also done when the
+        iterator is garbage-collected)."""
+        self._pending.clear()
+        self._ahead = None
+        self._workers.finalizer()
+
+    def __enter__(self) -> ImageRecordIter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"ImageRecordIter({self.path_imgrec!r}, {self.num_records} records, "
+            f"batch_size={self.batch_size}, epoch={self.epoch})"
+        )
+
+
+def _mean_over_part(**kwargs: Any) -> np.ndarray:
+    """MXNet's mean image: the mean of every sample of the part as the
+    iterator makes it (augmented, normalised with ``mean_r``... but no mean
+    image), in float32."""
+    total: np.ndarray | None = None
+    count = 0
+    with ImageRecordIter(**kwargs, shuffle=False, round_batch=False, dtype="float32",
+                         verbose=False) as it:  # fmt: skip
+        for batch in it:
+            real = batch.data[0][: len(batch.data[0]) - batch.pad]
+            part_sum = real.sum(axis=0, dtype=np.float64)
+            total = part_sum if total is None else total + part_sum
+            count += len(real)
+    assert total is not None and count
+    return (total / count).astype(np.float32)
+
+
+class ImageRecordUInt8Iter(ImageRecordIter):
+    """MXNet's ``ImageRecordUInt8Iter``: raw uint8 pixels."""
+
+    def __init__(self, **kwargs: Any):
+        _fixed_dtype(kwargs, "uint8")
+        super().__init__(**kwargs)
+
+
+class ImageRecordInt8Iter(ImageRecordIter):
+    """MXNet's ``ImageRecordInt8Iter``: ``pixel - round(mean)``, saturated to int8."""
+
+    def __init__(self, **kwargs: Any):
+        _fixed_dtype(kwargs, "int8")
+        super().__init__(**kwargs)
+
+
+def _fixed_dtype(kwargs: dict[str, Any], dtype: str) -> None:
+    given = kwargs.setdefault("dtype", dtype)
+    if given != dtype:
+        raise ConfigError(f"this iterator makes {dtype} batches; use ImageRecordIter for {given}")
+
+
+#: The keywords ImageRecordIter takes (for "did you mean" suggestions).
+_KEYWORDS = [p for p in inspect.signature(ImageRecordIter.__init__).parameters if p != "self"]
