@@ -168,3 +168,21 @@ def s3() -> Iterator[Any]:
 
     with s3_server() as client:
         yield client
+
+
+#: Modules whose tests leave threads running in the test process for the
+#: rest of its life (the S3 and HTTP servers on localhost, fsspec's and
+#: Dask's I/O loops). Forking is not safe after that (executors.fork_is_safe
+#: then picks a fork server or threads), and the tests of forked workers
+#: need it safe. So these run last in each pytest-xdist worker.
+_LEAVE_THREADS = (
+    "tests/storage/test_remote.py",
+    "tests/storage/test_remote_hostile.py",
+    "tests/storage/test_storage.py",
+    "tests/packing/test_remote_pack.py",
+    "tests/packing/test_sharding.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.nodeid.startswith(_LEAVE_THREADS))  # stable: else as found

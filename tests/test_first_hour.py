@@ -19,9 +19,9 @@ from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import RecordReader, RecordWriter, unpack
 from im2rec.storage.atomic import AtomicGroup
 
+from .cli.test_cli_pack import example, run
 from .conftest import photo, photo_folder, write_lst
-from .test_cli_pack import example, run
-from .test_packing import interrupt_after
+from .packing.test_packing import interrupt_after
 
 __all__ = ["example"]  # the fixture listed builds on
 

@@ -34,7 +34,7 @@
    columns of a cropped scanline differ from a full decode's: each output
    pixel blends its chroma sample with the next one, which a crop may have
    left out. Two more columns each side (one chroma sample) keep the asked
-   ones exact; tests/test_decoding.py checks it down to one-pixel regions. */
+   ones exact; tests/imaging/test_decoding.py checks it down to one-pixel regions. */
 #define WIDEN 2
 
 typedef struct {
@@ -175,7 +175,7 @@ static PyObject *header(PyObject *self, PyObject *args) {
 }
 
 /* Whether jpeg_crop_scanline gives exactly a full decode's columns for
-   this image at this scale (tests/test_native_safety.py checks every
+   this image at this scale (tests/imaging/test_native_safety.py checks every
    sampling combination libjpeg can write, at every scale):
    - libjpeg-turbo implements 4x2 and 2x4 chroma upsampling partly by a
      larger IDCT for that component when the output is scaled, and before

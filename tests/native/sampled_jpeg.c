@@ -1,6 +1,6 @@
 /* Test helper: writes a JPEG with any sampling factors libjpeg accepts, which
  * Pillow cannot (it writes 4:4:4, 4:2:2 and 4:2:0 only). Compiled by the
- * sampled_jpeg fixture in tests/test_native_safety.py.
+ * sampled_jpeg fixture in tests/imaging/test_native_safety.py.
  *
  *   sampled_jpeg WIDTH HEIGHT COMPONENTS QUALITY FACTORS PROGRESSIVE < pixels > jpeg
  *

@@ -18,7 +18,7 @@
 # The record-iterator tests of apache/mxnet 1.9.1, tests/python/unittest/test_io.py,
 # copied verbatim (the four functions below, nothing changed). They run with
 # `mx`, `np`, `sys`, `MXNetError`, `assertRaises`, `zip_longest` and
-# `get_cifar10` given by tests/test_compat_upstream_io.py: once against real
+# `get_cifar10` given by tests/recordio/test_compat_upstream_io.py: once against real
 # MXNet and once with `mx.io.ImageRecordIter` mapped to im2rec's.
 
 

@@ -1,0 +1,217 @@
+"""``rec list`` through Click's CliRunner and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from im2rec.cli import main
+
+from ..conftest import touch
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    root = tmp_path / "example"
+    touch(root, "cats/1.jpg", "cats/2.JPG", "dogs/3.png", "dogs/4.jpeg", "dogs/5.webp", "root.jpg")
+    return root
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_default_output_is_named_after_root_in_cwd(
+    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, out = run("list", str(example), "--recursive")
+    assert code == 0, out
+    assert sorted(p.name for p in work.iterdir()) == [
+        "example.classes.tsv",
+        "example.lists.json",
+        "example.lst",
+    ]
+    assert "Listed 5 images in 3 classes" in out and "example.lst" in out
+    assert "Classes: 0 . (1), 1 cats (2), 2 dogs (2)" in out
+    manifest = json.loads((work / "example.lists.json").read_text())
+    assert manifest["root"] == str(example) and manifest["options"]["recursive"] is True
+
+
+def test_output_prefix_and_exts(example: Path, tmp_path: Path) -> None:
+    code, out = run(
+        "list",
+        str(example),
+        "--recursive",
+        "-o",
+        str(tmp_path / "out" / "x"),
+        "--exts",
+        "WEBP,.png",
+        "--no-shuffle",
+    )
+    assert code == 0, out
+    lines = (tmp_path / "out" / "x.lst").read_text().splitlines()
+    assert lines == ["0\t0.000000\tdogs/3.png", "1\t0.000000\tdogs/5.webp"]
+
+
+def test_json_summary(example: Path, tmp_path: Path) -> None:
+    code, out = run(
+        "list",
+        str(example),
+        "--recursive",
+        "-o",
+        str(tmp_path / "e"),
+        "--train-ratio",
+        "0.6",
+        "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["images"] == 5 and [c["images"] for c in data["classes"]] == [1, 2, 2]
+    assert [(Path(x["path"]).name, x["images"]) for x in data["lists"]] == [
+        ("e_val.lst", 2),
+        ("e_train.lst", 3),
+    ]
+    assert data["skipped"] == {}
+
+
+def test_skipped_files_are_reported(example: Path, tmp_path: Path) -> None:
+    touch(example, "cats/bad\tname.jpg")
+    result = CliRunner().invoke(
+        main, ["list", str(example), "--recursive", "-o", str(tmp_path / "e")]
+    )
+    assert result.exit_code == 0
+    assert (
+        "Skipped 1 file(s): name cannot be stored in a .lst line: cats/bad\\tname.jpg"
+        in result.output
+    )
+    assert f"All skipped files are listed in {tmp_path / 'e.skipped.tsv'}" in result.output
+    code, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "s"), "--strict")
+    assert code == 1
+    assert out.endswith("1 name cannot be stored in a .lst line; nothing written (--strict)\n")
+    assert not (tmp_path / "s.lst").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--chunks", "0"], 2, "Error: --chunks must be at least 1, got 0"),
+        (["--train-ratio", "1.2"], 2, "Error: --train-ratio must be between 0 and 1, got 1.2"),
+        (
+            ["--train-ratio", "0.7", "--test-ratio", "0.4"],
+            2,
+            "Error: --train-ratio 0.7 plus --test-ratio 0.4 is more than 1",
+        ),
+        (["--min-per-class", "50"], 1, "no images left to list (5 class below --min-per-class)"),
+    ],
+)
+def test_bad_options(
+    example: Path, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    got, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "e"), *args)
+    assert got == code and message in out
+    assert list(tmp_path.glob("e.*")) + list(tmp_path.glob("e_*")) == []
+
+
+def test_missing_root_and_file_root(tmp_path: Path) -> None:
+    code, out = run("list", str(tmp_path / "nope"))
+    assert code == 2 and "Directory" in out and "does not exist" in out
+    (tmp_path / "f.jpg").write_bytes(b"x")
+    code, out = run("list", str(tmp_path / "f.jpg"))
+    assert code == 2 and "is a file" in out
+
+
+def test_no_images_exit_1(tmp_path: Path) -> None:
+    touch(tmp_path, "data/sub/a.jpg")
+    code, out = run("list", str(tmp_path / "data"), "-o", str(tmp_path / "d"))
+    assert code == 1
+    assert (
+        out
+        == f"Error: {tmp_path / 'data'}: no images found (extensions .jpeg .jpg .png); images in subfolders are listed only with --recursive\n"
+    )
+
+
+def test_symlink_loop_exit_1(example: Path, tmp_path: Path) -> None:
+    (example / "cats" / "up").symlink_to(example, target_is_directory=True)
+    code, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "e"))
+    assert code == 1 and "symlink loop" in out and "--no-follow-links" in out
+    code, _ = run(
+        "list", str(example), "--recursive", "-o", str(tmp_path / "e"), "--no-follow-links", "-q"
+    )
+    assert code == 0
+
+
+def test_real_subprocess(example: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "im2rec", "list", str(example), "--recursive", "--chunks", "2", "-q"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr == ""  # quiet, and no progress on a pipe
+    assert sorted(p.name for p in tmp_path.glob("example_*.lst")) == [
+        "example_0.lst",
+        "example_1.lst",
+    ]
+
+
+def test_help_has_examples() -> None:
+    code, out = run("list", "--help")
+    assert code == 0 and "Examples:" in out and "rec list ./example --recursive" in out
+
+
+def test_every_command_is_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    import click
+
+    names = main.list_commands(click.Context(main))  # type: ignore[attr-defined]
+    assert {"list", "pack", "index", "verify", "info"} <= set(names)
+    for name in names:
+        assert f"rec {name}" in readme, name
+
+
+def test_progress_shows_on_a_terminal(
+    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from im2rec.cli import common
+
+    screen = io.StringIO()
+    monkeypatch.setenv("FORCE_COLOR", "1")  # stderr is not a terminal under pytest
+    monkeypatch.setattr(
+        common, "err_console", lambda: Console(file=screen, force_terminal=True, width=100)
+    )
+    with common.progress_counter(
+        lambda folders, images: f"Scanning: {images} images in {folders} folders"
+    ) as tick:
+        tick(3, 42)
+    assert "Scanning: " in screen.getvalue()
+    quiet = io.StringIO()
+    monkeypatch.setattr(common, "err_console", lambda: Console(file=quiet, force_terminal=True))
+    with common.progress_counter(lambda a, b: "x", quiet=True) as tick:
+        tick(1, 1)
+    assert quiet.getvalue() == ""
+
+
+def test_terminal_precheck_follows_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from im2rec.cli.common import err_console, maybe_terminal
+
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(var, raising=False)
+    assert not maybe_terminal(io.StringIO()) and not maybe_terminal(object())
+    # whenever rich would draw on stderr, the cheap check must not say no
+    assert maybe_terminal(sys.stderr) or not err_console().is_terminal
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert maybe_terminal(io.StringIO()) and err_console().is_terminal

@@ -1,0 +1,252 @@
+"""``rec pack`` through CliRunner and as a real process (SIGINT, SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from im2rec.cli import main
+from im2rec.listing.lstfile import find_lists, read_lst
+from im2rec.recordio import IndexedRecordReader, unpack
+
+from ..conftest import photo, photo_folder, write_lst
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for c in range(3):
+        folder = tmp_path / "example" / f"class{c}"
+        folder.mkdir(parents=True)
+        for i in range(6):
+            photo(50 + 7 * i, 40 + 5 * c, 10 * c + i).save(folder / f"{i}.jpg", quality=85)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_list_then_pack_in_the_same_folder(example: Path) -> None:
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+    code, out = run("pack", "--pass-through", "--pack-label", "--num-workers", "2")
+    assert code == 0, out
+    assert "example.lst -> example.rec + example.idx: 18 records" in out
+    reader = IndexedRecordReader(example / "example.rec")
+    assert len(reader) == 18
+    header, payload = unpack(reader.read_key(0))
+    entry = next(e for e in read_lst(example / "example.lst") if e.key == 0)
+    assert payload == (example / "example" / entry.path).read_bytes()
+    assert header.label == entry.labels[0]
+
+
+def test_targets(example: Path) -> None:
+    run("list", "./example", "--recursive", "--train-ratio", "0.5", "-q")
+    write_lst(example / "other.lst", ["class0/0.jpg"])
+    assert [p.name for p in find_lists([])] == ["example_train.lst", "example_val.lst", "other.lst"]
+    assert [p.name for p in find_lists(["example"])] == ["example_train.lst", "example_val.lst"]
+    assert [p.name for p in find_lists(["other.lst"])] == ["other.lst"]
+    code, out = run("pack", "example", "--num-thread", "2", "--resize", "32", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [Path(r["rec"]).name for r in data] == ["example_train.rec", "example_val.rec"]
+    assert sum(r["records"] for r in data) == 18
+
+
+def test_failures_strict_and_report(example: Path) -> None:
+    write_lst(example / "bad.lst", ["class0/0.jpg", "nope.jpg", "class0/1.jpg"])
+    (example / "bad").mkdir()
+    code, out = run("pack", "bad.lst", "--root", "example")
+    assert code == 0 and "1 failed (1 missing); listed in bad.failures.tsv" in out
+    code, out = run("pack", "bad.lst", "--root", "example", "--strict", "-q")
+    assert code == 1 and out == "Error: 1 image(s) failed (--strict); see the failure report(s)\n"
+    assert (example / "bad.rec").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("0\t1.0\ta.jpg\n1\ta.jpg\n", "bad.lst:2: expected `index<TAB>label<TAB>path`"),
+        ("0\t1.0\ta.jpg\nx\t1.0\tb.jpg\n", "bad.lst:2: invalid literal for int()"),
+        ("0\t1.0\ta.jpg\n0\t1.0\tb.jpg\n", "bad.lst:2: index 0 is already used on line 1"),
+        ("-1\t1.0\ta.jpg\n", "bad.lst:1: index -1 is outside 0..2**64-1"),
+        ("0\t1.0\ta\0.jpg\n", "bad.lst:1: the path holds a NUL character"),
+    ],
+)
+def test_malformed_lists(example: Path, content: str, message: str) -> None:
+    (example / "bad.lst").write_text(content)
+    code, out = run("pack", "bad.lst", "--root", "example")
+    assert code == 1 and message in out
+
+
+def test_usage_errors(example: Path) -> None:
+    code, out = run("pack", "--pass-through", "--resize", "64")
+    assert (
+        code == 2 and "--pass-through stores the files unchanged, so --resize cannot apply" in out
+    )
+    code, out = run("pack", "missing.lst")
+    assert code == 1 and "missing.lst: list file not found" in out
+    code, out = run("pack")
+    assert code == 1 and "no .lst files in ." in out
+
+
+def test_resume_flag_skips_finished_work(example: Path) -> None:
+    run("list", "./example", "--recursive", "-q")
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    code, out = run("pack", "--pass-through", "--resume")
+    assert code == 0 and "already packed into example.rec (--resume); nothing to do" in out
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> Path:
+    """Enough images that a real `rec pack` runs for a few seconds."""
+    size = lambda i: (200 + i % 97, 150 + i % 61)  # noqa: E731
+    names = photo_folder(tmp_path / "many", 1500, size, "{i:04d}.jpg", quality=90)
+    return write_lst(tmp_path / "many.lst", names)
+
+
+def rec_cmd(lst: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "im2rec",
+        "pack",
+        str(lst),
+        "--resize",
+        "120",
+        "--num-workers",
+        "2",
+        "-q",
+        *extra,
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("who", "sig"),
+    [
+        ("rec", signal.SIGINT),
+        ("rec", signal.SIGTERM),
+        ("rec", signal.SIGKILL),
+        ("worker", signal.SIGKILL),
+    ],
+)
+def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal.Signals) -> None:
+    """Ctrl-C, SIGTERM (a batch scheduler's stop) or kill -9 of a real `rec
+    pack`, or kill -9 of one of its workers (what the OOM killer does), then
+    --resume: the same bytes."""
+    subprocess.run(rec_cmd(many), check=True)
+    reference = (many.with_suffix(".rec").read_bytes(), many.with_suffix(".idx").read_bytes())
+    for ext in (".rec", ".idx", ".pack.json"):
+        many.with_suffix(ext).unlink()
+    proc = subprocess.Popen(rec_cmd(many), stderr=subprocess.PIPE, text=True)
+    partial = many.with_suffix(".rec.partial")
+    deadline = time.monotonic() + 60
+    # interrupt early (the writer flushes 1 MiB at a time), so that a busy
+    # machine cannot finish the run between this check and the signal
+    early = max(len(reference[0]) // 5, 1 << 20)
+    while time.monotonic() < deadline and (not partial.exists() or partial.stat().st_size < early):
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.fail(f"rec pack ended (exit {proc.returncode}) before it could be interrupted: "
+                    f"{proc.communicate()[1][-2000:]}")  # fmt: skip
+    if who == "rec":
+        proc.send_signal(sig)
+    else:
+        workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(workers[0]), sig)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # so a hang fails this test alone, not the next one too
+        proc.communicate()
+        pytest.fail(f"rec pack did not exit within 60 s of {sig.name}")
+    if who == "worker":
+        assert proc.returncode == 1, err
+        assert f"{many}: a worker process died after" in err and "--resume" in err, err
+        assert "Traceback" not in err
+    elif sig in (signal.SIGINT, signal.SIGTERM):
+        assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
+        assert "run the same command with --resume" in err
+        assert "Traceback" not in err
+        stopped = re.search(r"interrupted after ([\d,]+) of 1,500 entries of ", err)
+        assert stopped, err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert not many.with_suffix(".rec").exists()
+    time.sleep(0.5)  # let orphaned workers notice their parent is gone
+    done = subprocess.run(
+        rec_cmd(many, "--resume", "--json"), check=True, capture_output=True, text=True
+    )
+    resumed_from = json.loads(done.stdout)[0]["resumed_from"]
+    assert resumed_from > 0
+    if sig in (signal.SIGINT, signal.SIGTERM) and who == "rec":
+        # an orderly stop writes all it has: the two counts agree
+        assert stopped and resumed_from == int(stopped.group(1).replace(",", ""))
+    assert (
+        many.with_suffix(".rec").read_bytes(),
+        many.with_suffix(".idx").read_bytes(),
+    ) == reference
+    assert not list(many.parent.glob("*.partial*"))
+    os.sync()
+
+
+def test_a_wrong_root_is_an_error_not_an_empty_success(example: Path) -> None:
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+    (example / "elsewhere").mkdir()
+    code, output = run("pack", "example.lst", "--root", "elsewhere", "-q")
+    assert code == 1, output
+    assert "example.lst: every one of its 18 images failed (18 missing) (listed in" in output
+    assert "so no .rec was written" in output and not (example / "example.rec").exists()
+    assert (
+        f"most were not found under {example / 'elsewhere'}: is that the folder the list's"
+        in output
+    )
+    assert "Pass it with --root" in output
+
+
+def test_most_images_failing_is_said(example: Path) -> None:
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+    for f in sorted((example / "example").rglob("*.jpg"))[:12]:
+        f.unlink()
+    result = CliRunner().invoke(main, ["pack", "example.lst", "--pass-through"])
+    assert result.exit_code == 0
+    assert (
+        "example.lst: 12 of 18 images failed, more than were packed; most were not found"
+        in result.output
+    )
+
+
+def test_a_folder_of_images_says_to_list_it_first(example: Path) -> None:
+    code, output = run("pack", "./example/")
+    assert code == 1
+    assert "which is a folder of images: list it first, `rec list ./example/ --recursive`" in output
+
+
+def test_starting_over_says_that_partial_work_was_discarded(example: Path) -> None:
+    from im2rec.packing import PackInterrupted, PackOptions, pack_list
+
+    assert run("list", "./example", "--recursive", "-q")[0] == 0
+
+    def stop(done: int, _total: int, _bytes: int) -> None:
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PackInterrupted):
+        pack_list(example / "example.lst", PackOptions(pass_through=True), on_progress=stop)
+    result = CliRunner().invoke(main, ["pack", "example.lst", "--pass-through"])
+    assert result.exit_code == 0
+    assert "example.lst: an interrupted run's partial output (" in result.output
+    assert (
+        "was discarded and packing started over; --resume would have continued it" in result.output
+    )

@@ -1,0 +1,282 @@
+"""rec index / verify / info: damage found at its offset, indexes rebuilt."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from im2rec.cli import main
+from im2rec.errors import RecordFormatError
+from im2rec.inspect.scanning import Damage, rebuild_index, walk_records
+from im2rec.inspect.summary import summarise
+from im2rec.inspect.verifying import verify
+from im2rec.packing import PackOptions, pack_list
+from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
+from im2rec.recordio.framing import MAGIC_BYTES
+
+from ..conftest import photo_folder, write_lst
+
+
+@pytest.fixture
+def packed(tmp_path: Path) -> Path:
+    names = photo_folder(tmp_path / "p", 30, lambda i: (20 + i, 16 + i % 7))
+    lst = write_lst(tmp_path / "p.lst", names)
+    # keys in an order unlike the file order, as im2rec.py's shuffled lists give
+    lst.write_text(
+        "".join(
+            f"{(i * 7) % 30}\t{line.split(chr(9), 1)[1]}"
+            for i, line in enumerate(lst.read_text().splitlines(True))
+        )
+    )
+    pack_list(lst, PackOptions(pass_through=True))
+    return tmp_path / "p.rec"
+
+
+def test_rebuilt_index_equals_the_written_one(packed: Path) -> None:
+    written = packed.with_suffix(".idx").read_text()
+    index, damages = rebuild_index(packed, keys="id")
+    assert damages == []
+    assert (
+        "".join(
+            f"{k}\t{o}\n" for k, o in zip(index.key_list(), index.offsets.tolist(), strict=True)
+        )
+        == written
+    )
+    seq, _ = rebuild_index(packed)
+    assert seq.key_list() == list(range(30)) and seq.offsets.tolist() == index.offsets.tolist()
+
+
+def test_verify_a_good_file(packed: Path) -> None:
+    result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
+    assert result.ok and result.records == 30 and result.indexed == 30 and result.decoded == 30
+
+
+def corrupt(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_flipped_header_is_reported_at_its_offset(packed: Path) -> None:
+    offsets = rebuild_index(packed)[0].offsets.tolist()
+    corrupt(packed, offsets[5], b"\x00\x00\x00\x00")
+    result = verify(packed)
+    messages = [(p.offset, p.message) for p in result.problems]
+    assert messages[0][0] == offsets[5] and "no record starts at byte" in messages[0][1]
+    assert f"bytes {offsets[5]:,} to {offsets[6]:,} skipped" in messages[0][1]
+    assert any(
+        p.offset == offsets[5] and "not the start of a record" in p.message for p in result.problems
+    )
+    with pytest.raises(RecordFormatError, match=f"no record starts at byte {offsets[5]:,}"):
+        rebuild_index(packed)
+    index, damages = rebuild_index(packed, recover=True)
+    assert len(index) == 29 and damages == [Damage(offsets[5], offsets[6], damages[0].reason)]
+
+
+def test_truncated_file(packed: Path) -> None:
+    data = packed.read_bytes()
+    packed.write_bytes(data[:-100])
+    result = verify(packed)
+    assert not result.ok
+    assert "truncated inside a" in result.problems[0].message
+    assert any("lists 30 records, the file holds 29" in p.message for p in result.problems)
+
+
+def test_idx_from_another_file(packed: Path, tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "other.rec") as w:
+        for i in range(30):
+            w.write_key(i, b"x" * (i * 3 + 1))
+    result = verify(packed, tmp_path / "other.idx")
+    assert not result.ok and any(
+        "is not the start of a record" in p.message for p in result.problems
+    )
+
+
+def test_changed_payload_fails_the_manifest_and_decode(packed: Path) -> None:
+    index = rebuild_index(packed, keys="id")[0]
+    head, key = index.offsets.tolist()[3], index.key_list()[3]
+    corrupt(packed, head + 8 + 24, b"\x00" * 200)  # the JPEG's markers: it cannot decode
+    result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
+    assert any("the .rec's SHA-256 differs" in p.message for p in result.problems)
+    assert [(p.offset, p.key, p.message) for p in result.problems if p.offset is not None] == [
+        (head, key, "the payload is not an image Pillow can read")
+    ]
+    assert result.decoded == 29
+
+
+def test_verify_decode_reports_each_image_that_does_not_decode(packed: Path) -> None:
+    index = rebuild_index(packed, keys="id")[0]
+    heads, keys = index.offsets.tolist(), index.key_list()
+    data = packed.read_bytes()
+    for i in (4, 17):  # the frame says baseline JPEG, then lossless: libjpeg-turbo stops
+        corrupt(packed, data.index(b"\xff\xc0", heads[i]), b"\xff\xc3")
+    assert verify(packed).ok  # the frames are whole: only decoding finds it
+    result = verify(packed, decode=True)
+    assert not result.ok and result.decoded == 28
+    assert [(p.offset, p.key) for p in result.problems] == [
+        (heads[4], keys[4]),
+        (heads[17], keys[17]),
+    ]
+    assert all(p.message.startswith("the image does not decode: ") for p in result.problems)
+
+
+@pytest.mark.parametrize("word", ["magic", "length"])
+def test_a_changed_frame_word_is_reported_at_its_record(packed: Path, word: str) -> None:
+    heads = rebuild_index(packed)[0].offsets.tolist()
+    for i in (0, 11, 29):
+        whole = packed.read_bytes()
+        at = heads[i] + (0 if word == "magic" else 4)
+        corrupt(
+            packed, at, b"\xde\xad\xbe\xef" if word == "magic" else (10**6).to_bytes(4, "little")
+        )
+        result = verify(packed)
+        assert not result.ok and result.problems[0].offset == heads[i], (i, result.problems)
+        packed.write_bytes(whole)
+
+
+def test_recover_walks_around_garbage(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "g.rec") as w:
+        for i in range(5):
+            w.write_key(i, pack((0, i, i, 0), b"payload" * 10 + MAGIC_BYTES))
+    data = bytearray((tmp_path / "g.rec").read_bytes())
+    data[100:140] = b"\xff" * 40  # the tail of record 0 (108 bytes) and the head of record 1
+    (tmp_path / "g.rec").write_bytes(bytes(data))
+    items = list(walk_records(RecordReader(tmp_path / "g.rec"), recover=True))
+    damages = [i for i in items if isinstance(i, Damage)]
+    assert [(d.offset, d.end) for d in damages] == [(108, 216)]  # record 1, up to record 2
+    assert len([i for i in items if not isinstance(i, Damage)]) == 4
+
+
+def test_info(packed: Path) -> None:
+    info = summarise(packed)
+    assert info["records"] == 30 and info["split_records"] == 0
+    assert info["formats"] == {"JPEG": 30} and info["width"] == [20, 49]
+    assert info["labels"] == {"0": 10, "1": 10, "2": 10} and info["ids"] == [0, 29]
+    assert info["index"]["agrees"] is True
+
+
+def test_cli(packed: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["verify", str(packed)])
+    assert result.exit_code == 0 and result.output.endswith(": OK\n")
+    result = runner.invoke(main, ["info", str(packed), "--json"])
+    assert json.loads(result.output)["records"] == 30
+    packed.with_suffix(".idx").unlink()
+    result = runner.invoke(main, ["index", str(packed), "--keys", "id"])
+    assert result.exit_code == 0 and "30 records indexed" in result.output
+    corrupt(packed, 0, b"JUNK")
+    result = runner.invoke(main, ["verify", str(packed), "--json"])
+    assert result.exit_code == 1 and json.loads(result.output)["problems"][0]["offset"] == 0
+    result = runner.invoke(main, ["index", str(packed)])
+    assert (
+        result.exit_code == 1 and result.output.startswith("Error: ") and "byte 0" in result.output
+    )
+    result = runner.invoke(
+        main, ["index", str(packed), "--recover", "-o", str(packed.parent / "r.idx")]
+    )
+    assert (
+        result.exit_code == 0
+        and "29 records indexed, 1 damaged stretch(es) skipped" in result.output
+    )
+
+
+def test_verify_reports_each_duplicate_key_and_odd_offset(packed: Path) -> None:
+    idx = packed.with_suffix(".idx")
+    lines = idx.read_text().splitlines(True)
+    key0, off0 = lines[0].split("\t")
+    lines[1] = f"{key0}\t{lines[1].split(chr(9))[1]}"  # key 0 twice
+    lines[2] = f"{lines[2].split(chr(9))[0]}\t{int(off0) + 2}\n"  # unaligned
+    idx.write_text("".join(lines))
+    result = verify(packed)
+    messages = [p.message for p in result.problems]
+    assert f"p.idx: 1 key(s) appear more than once: {key0}" in messages
+    assert any(p.offset == int(off0) + 2 and "not the start of a record" in p.message
+               for p in result.problems)  # fmt: skip
+    assert result.indexed == 30 and result.records == 30
+
+
+@pytest.mark.parametrize("command", [["verify"], ["index", "-o", "x.idx"]])
+def test_header_walks_start_without_numpy_rich_or_pillow(packed: Path, command: list[str]) -> None:
+    # start-up is most of a warm `rec verify`: these imports would double it
+    probe = (
+        "import sys\nfrom im2rec.cli import main\n"
+        f"try:\n    main({[command[0], str(packed), *command[1:]]!r})\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print(sorted(m for m in ('numpy', 'rich', 'PIL') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=packed.parent, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == "[]"
+
+
+def test_damage_then_a_magic_word_in_the_last_bytes(tmp_path: Path) -> None:
+    """The search for the next record head after damage must not read a
+    header past the end when the file's last 4-7 bytes hold a magic word."""
+    from im2rec.recordio import frame
+    from im2rec.recordio.framing import MAGIC_BYTES
+
+    path = tmp_path / "tail.rec"
+    path.write_bytes(frame(b"abcd") + b"\xff" * 8 + MAGIC_BYTES)
+    result = verify(path)
+    assert result.records == 1
+    assert [p.offset for p in result.problems] == [12]
+
+
+def test_manifest_record_count_that_disagrees_is_reported(packed: Path) -> None:
+    manifest = packed.with_suffix(".pack.json")
+    data = json.loads(manifest.read_text())
+    data["records"] = 31  # the bytes and hashes still match: only the count lies
+    manifest.write_text(json.dumps(data))
+    result = verify(packed, manifest=manifest)
+    assert [p.message for p in result.problems] == [
+        "p.pack.json says 31 records, the file holds 30"
+    ]
+
+
+def test_index_by_id_names_a_repeated_id_and_where(tmp_path: Path) -> None:
+    rec = tmp_path / "d.rec"
+    with IndexedRecordWriter(rec) as w:
+        for key, id_ in enumerate([5, 9, 5]):
+            w.write_key(key, pack((0, 1.0, id_, 0), b"x" * 10))
+    third = rebuild_index(rec)[0].offsets.tolist()[2]
+    result = CliRunner().invoke(
+        main, ["index", str(rec), "--keys", "id", "-o", str(tmp_path / "x.idx")]
+    )
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {rec}: header id 5 appears in more than one record (again at byte {third:,}); "
+        "use --keys seq\n"
+    )
+    assert not (tmp_path / "x.idx").exists()
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_length_word_cut_into_the_padding_is_damage(tmp_path: Path, cut: int) -> None:
+    """A record whose length word lost 1-3 bytes still ends where it did
+    (the lost bytes became padding): verify reports the padding that is not
+    zeros, and merge refuses the file, where both saw a whole file."""
+    from im2rec.inspect.merging import merge_recs
+
+    path = tmp_path / "cut.rec"
+    with IndexedRecordWriter(path) as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), b"\xff\xd8" + b"\x07" * 98))  # 124 bytes: no padding
+        w.write_key(1, pack((0, 2.0, 1, 0), b"\xff\xd8" + b"\x01" * 50))
+    assert verify(path).ok
+    data = bytearray(path.read_bytes())
+    data[4] -= cut  # the first record's length, low byte: 124 - cut
+    path.write_bytes(bytes(data))
+    report = verify(path)
+    assert report.records == 2
+    assert [(p.offset, p.message) for p in report.problems] == [
+        (0, f"the padding after the record's data at byte {132 - cut:,} is not zeros (MXNet "
+            "pads with zeros): its length word is damaged")
+    ]  # fmt: skip
+    with pytest.raises(RecordFormatError, match=r"cut.rec: the padding .* is not zeros.*merged"):
+        merge_recs([path], tmp_path / "merged.rec")
+    assert not (tmp_path / "merged.rec").exists()
