@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize
+.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -16,7 +16,7 @@ help: ## Show this help
 $(VENV)/.installed: pyproject.toml scripts/install-pillow-simd.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install --quiet -e '.[dev,dask,remote]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask,remote,docs]'
 	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
 	scripts/install-pillow-simd.sh $(VENV)
 	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
@@ -96,6 +96,14 @@ lint: $(VENV)/.native ## ruff (lint + format check), mypy --strict, the import l
 	$(BIN)/ruff format --check im2rec tests bench fuzz
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The documentation site (mkdocs.yml): strict, so a broken link, anchor or
+# reference fails; the command reference is generated from the Click commands.
+docs: $(VENV)/.native ## Build the documentation site (docs/, MkDocs) into build/site, strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -q
+
+docs-serve: $(VENV)/.native ## Preview the documentation site at http://127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
 
 format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix im2rec tests bench fuzz

@@ -1,0 +1,240 @@
+"""The README and the docs run as printed: their commands and snippets are
+executed (with the names a snippet assumes defined first), every ``rec``
+command line they show names real options, the generated reference
+matches the commands, and the site builds with ``mkdocs build --strict``.
+So the documentation cannot drift from the code."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PRELUDE = """
+import io
+from PIL import Image
+def _jpeg(i):
+    out = io.BytesIO()
+    Image.new("RGB", (40 + i, 30), (i * 5 % 256, 90, 160)).save(out, "JPEG")
+    return out.getvalue()
+jpeg_bytes = _jpeg(0)
+samples = [(i % 3, _jpeg(i)) for i in range(50)]
+"""
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _snippet(first_line: str, page: str = "docs/library.md") -> str:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
+    found = [b for b in blocks if b.startswith(first_line)]
+    assert len(found) == 1, f"{page}: expected one python block starting {first_line!r}"
+    return found[0]
+
+
+def _run(code: str, cwd: Path) -> str:
+    script = cwd / "snippet.py"
+    script.write_text(PRELUDE + code)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("first_line", "check"),
+    [
+        (
+            "from im2rec import recordio",
+            "assert img.shape == (30, 40, 3) and header.label == 3.0\n",
+        ),
+        (
+            "from im2rec.recordio import IndexedRecordWriter",
+            "assert len(reader) == 50 and reader.keys[:3] == [0, 1, 2]\n"
+            "assert header.id == 42 and jpeg == samples[42][1]\n"
+            "assert sum(1 for _ in RecordReader('train.rec')) == 50\n",
+        ),
+    ],
+)
+def test_recordio_snippets(tmp_path: Path, first_line: str, check: str) -> None:
+    _run(_snippet(first_line) + check, tmp_path)
+
+
+def test_listing_and_packing_snippet(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    out = _run(_snippet("from im2rec.executors import LocalExecutor"), tmp_path)
+    printed = [line.split(" ", 1)[0] for line in out.splitlines()]
+    assert sorted(map(int, printed)) == [2, 13]  # 15 images: int(15 * 0.9) train, the rest val
+    assert (tmp_path / "example_train.rec").stat().st_size > 0
+
+
+def _section(page: str, title: str, next_title: str | None) -> str:
+    text = (ROOT / page).read_text()
+    start = text.index(f"\n## {title}\n")
+    return text[start : text.index(f"\n## {next_title}\n") if next_title else len(text)]
+
+
+def _run_blocks(section: str, cwd: Path) -> str:
+    """Every block of ``section``, in order, in ``cwd``: ``sh`` blocks run
+    with bash (any failing command fails the test), a ``text`` block
+    starting with ``$ `` is a command whose output must be exactly what
+    follows it, ``python`` blocks run as scripts. Returns what they printed."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    blocks = re.findall(r"```(sh|text|python)\n(.*?)```", section, re.S)
+    tmp_path = cwd
+    printed = []
+    for lang, body in blocks:
+        if lang == "sh":
+            done = subprocess.run(["bash", "-e", "-c", body], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert done.returncode == 0, body + done.stdout + done.stderr
+        elif lang == "text":
+            command, _, expected = body.partition("\n")
+            assert command.startswith("$ "), command
+            done = subprocess.run(["bash", "-c", command[2:]], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+            assert done.stdout == expected, done.stdout
+        else:
+            (tmp_path / "snippet.py").write_text(body)
+            done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert done.returncode == 0, body + done.stderr
+        printed.append(done.stdout)
+    return "".join(printed)
+
+
+def test_getting_started_runs_as_printed(tmp_path: Path) -> None:
+    """docs/getting-started.md from its first dataset on, in one folder that
+    holds a copy of examples/example."""
+    pytest.importorskip("torch")
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    section = _section("docs/getting-started.md", "Your first dataset", None)
+    assert section.count("```sh\n") >= 4
+    out = _run_blocks(section, tmp_path)
+    assert "torch.Size([4, 3, 64, 64]) torch.float32" in out  # the DataLoader's batches
+    assert "(4, 3, 64, 64)" in out  # ImageRecordIter's
+    assert "refused: exit 1" in out  # a finished output made otherwise needs --overwrite
+    for name in ("example_train.rec", "example_val.rec", "example_rec.rec", "mydata.rec"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert (tmp_path / "sheet.png").exists()
+
+
+def test_the_readme_start_runs_as_printed(tmp_path: Path) -> None:
+    """The README's two-command start, its look inside, and its DataLoader
+    loop; then its library snippet (with the samples it assumes)."""
+    pytest.importorskip("torch")
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    section = _section("README.md", "Your images to a `.rec` in two commands", "The commands")
+    out = _run_blocks(section, tmp_path)
+    assert "torch.Size([4, 3, 64, 64]) torch.float32" in out
+    assert (tmp_path / "example_train.rec").stat().st_size > 0 and (tmp_path / "sheet.png").exists()
+    code = _snippet("from im2rec import recordio", "README.md")
+    _run(code + "assert recordio.MXIndexedRecordIO('train.idx', 'train.rec', 'r').keys[:2] == [0, 1]\n",
+         tmp_path)  # fmt: skip
+
+
+def test_the_readme_stays_short() -> None:
+    """The README says what im2rec is, how to install and start, one line a
+    command, what to do when something goes wrong; the rest is in docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def _command_lines() -> list[tuple[str, list[str]]]:
+    """Every ``rec ...`` command line in a shell block of the README and docs."""
+    found = []
+    for page in DOCS:
+        for block in re.findall(r"```(?:sh|bash|console)\n(.*?)```", page.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #", 1)[0].strip().removeprefix("$ ")
+                for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", line):
+                    if part.startswith("rec "):
+                        found.append((page.name, shlex.split(part)[1:]))
+    return found
+
+
+def test_every_command_line_shown_uses_real_options() -> None:
+    """A command or option renamed in the code and not in the docs fails here."""
+    import click
+
+    from im2rec.cli import main
+
+    lines = _command_lines()
+    assert len(lines) > 40  # (the walk works)
+    ctx = click.Context(main)
+    for page, args in lines:
+        if not args or args[0].startswith("-"):
+            continue
+        command = main.get_command(ctx, args[0])
+        assert command is not None, f"{page}: rec {args[0]} is not a command"
+        known = {opt for param in command.params for opt in param.opts + param.secondary_opts}
+        known |= {"-h", "--help"}
+        for arg in args[1:]:
+            name = arg.split("=", 1)[0]
+            if name.startswith("-") and name != "-":
+                assert name in known, f"{page}: rec {args[0]} has no option {name}"
+
+
+def test_the_im2rec_reference_is_its_help() -> None:
+    from im2rec.cli.im2rec_compat import _parser
+
+    os.environ["COLUMNS"] = "80"  # argparse wraps to the terminal; the page was made at 80
+    try:
+        expected = _parser().format_help()
+    finally:
+        del os.environ["COLUMNS"]
+    page = (ROOT / "docs" / "cli.md").read_text()
+    assert f"```text\n{expected}```" in page
+
+
+def test_every_python_block_in_the_docs_compiles() -> None:
+    blocks = [
+        (p.name, b) for p in DOCS for b in re.findall(r"```python\n(.*?)```", p.read_text(), re.S)
+    ]
+    assert len(blocks) > 10
+    for page, block in blocks:
+        compile(block, page, "exec")
+
+
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    """The whole site, the command reference generated from the Click
+    commands and the API reference from the docstrings: a broken link,
+    anchor or reference fails (what `make docs` runs in CI)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocs_click")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reference = (tmp_path / "site" / "cli" / "index.html").read_text()
+    for command in ("list", "pack", "verify", "imagenet", "export"):
+        assert f'id="rec-{command}"' in reference, command
+
+
+def test_every_file_the_docs_point_to_exists() -> None:
+    """``tests/...``, ``bench/...``, ``im2rec/...`` and ``scripts/...`` paths in
+    the README and the docs name files that exist (they move with the code)."""
+    named = set()
+    for page in [*DOCS, ROOT / "CONTRIBUTING.md"]:
+        named |= set(
+            re.findall(
+                r"\b((?:tests|bench|im2rec|scripts|examples)/[\w/.-]+\.(?:py|md|c|h|sh))",
+                page.read_text(),
+            )
+        )
+    assert len(named) > 20
+    elsewhere = {
+        "scripts/datasets/imagenet.py",
+        "tests/python/unittest/test_recordio.py",
+    }  # GluonCV's, MXNet's
+    assert sorted(p for p in named - elsewhere if not (ROOT / p).exists()) == []
