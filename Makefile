@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve
+.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -115,7 +115,7 @@ OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_rem
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
-bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks, MXNet side by side (prints ratios); fails on a missed target
+bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks beside their references: ratios printed, saved as JSON, drawn; fails on a miss
 	@$(BIN)/python -m compileall -q im2rec  # bytecode, as an installed wheel has (see benchutil)
 	@failed=""; \
 	for b in $(MX_BENCHES) $(OWN_BENCHES); do \
@@ -123,8 +123,14 @@ bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks, MXNet 
 		case " $(MX_BENCHES) " in *" $$b "*) args="--mx-python $(MX_VENV)/bin/python";; *) args="";; esac; \
 		$(BIN)/python bench/$$b $$args || failed="$$failed $$b"; \
 	done; \
+	$(BIN)/python bench/charts.py; \
 	if [ -n "$$failed" ]; then echo "missed a target or differed:$$failed"; exit 1; fi; \
 	echo "every benchmark met its targets"
+
+# Each benchmark writes bench/results/NAME.json (its ratios and all it
+# measured); these draw them for docs/performance.md.
+charts: ## Draw docs/img/ratios.svg and scale.svg from bench/results/*.json
+	$(BIN)/python bench/charts.py
 
 # Coverage-guided fuzzing of the C extensions and the file parsers (fuzz/):
 # atheris, the libFuzzer engine for Python, with its ASan runtime.

@@ -41,7 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchutil import compile_package  # bench/ is on sys.path when run as a script
+from benchutil import (  # bench/ is on sys.path when run as a script
+    compile_package,  # bench/ is on sys.path when run as a script
+    ratio,
+    save_results,
+)
 
 from im2rec.packing.resuming import sha256_file
 
@@ -216,6 +220,11 @@ def main() -> None:
     results["warm_target"] = targets["warm"]
     results["seconds"] = {key: [round(t, 3) for t in ts] for key, ts in samples.items()}
     results["targets_met"] = met
+    save_results("convert", results, [
+        ratio(f"rec {name} (WebDataset), {regime} cache", "cat", results[f"{regime}_{name}_ratio"],
+              round(targets[regime], 2))
+        for regime in ("warm", "cold") for name in ("export", "import")
+    ])  # fmt: skip
     if args.json:
         print(json.dumps(results))
     else:

@@ -28,7 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import listed_images  # bench/ is on sys.path when run as a script
+from benchutil import (  # bench/ is on sys.path when run as a script
+    listed_images,  # bench/ is on sys.path when run as a script
+    ratio,
+    save_results,
+)
 
 TARGET = 0.8
 
@@ -87,6 +91,12 @@ def main() -> None:
         "records_identical": identical,
     }  # fmt: skip
     results["targets_met"] = identical and local / running >= TARGET
+    save_results("distributed", results, [
+        ratio("rec pack --shards on a running Dask cluster", "the local process pool",
+              local / running, TARGET),
+        ratio("rec pack --shards, Dask cluster started too", "the local process pool",
+              local / started),
+    ])  # fmt: skip
     if args.json:
         print(json.dumps(results))
     else:

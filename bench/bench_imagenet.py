@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchutil import ratio, save_results  # bench/ is on sys.path when run as a script
 from PIL import Image
 
 from im2rec.imagenet.tarstream import extract_train, extract_val, list_members
@@ -165,6 +166,11 @@ def main() -> None:
     result = {"megabytes": size / 1e6, "gluoncv_s": theirs, "im2rec_s": mine,
               "ratio": theirs / mine, "identical_trees": same}  # fmt: skip
     result["targets_met"] = same and theirs / mine >= TARGET
+    save_results(
+        "imagenet",
+        result,
+        [ratio("rec imagenet extraction", "GluonCV's imagenet.py", theirs / mine, TARGET)],
+    )
     if args.json:
         print(json.dumps(result))
     else:

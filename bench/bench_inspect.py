@@ -21,7 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import compile_package, drop_caches  # bench/ is on sys.path when run as a script
+from benchutil import (  # bench/ is on sys.path when run as a script
+    compile_package,
+    drop_caches,
+    ratio,
+    save_results,
+)
 
 TARGET = 0.5
 
@@ -78,6 +83,10 @@ def main() -> None:
                              "verify_speed": times["cat"] / times["verify"],
                              "index_speed": times["cat"] / times["index"]}  # fmt: skip
     ok = all(r["verify_speed"] >= TARGET and r["index_speed"] >= TARGET for r in results.values())
+    save_results("inspect", {"records": records, "mb": args.size_mb, "results": results}, [
+        ratio(f"rec {what}, {mode} cache", "cat", r[f"{what}_speed"], TARGET)
+        for mode, r in results.items() for what in ("verify", "index")
+    ])  # fmt: skip
     if args.json:
         summary = {"records": records, "mb": args.size_mb, "results": results, "targets_met": ok}
         print(json.dumps(summary, indent=1))

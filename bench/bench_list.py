@@ -27,6 +27,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from benchutil import ratio, save_results  # bench/ is on sys.path when run as a script
+
 TARGET = 2.0
 
 IM2REC_INPROCESS = """
@@ -146,6 +148,14 @@ def main() -> None:
         "identical_output": same,
         "peak_bytes_per_entry": {str(args.files // 4): mem_small, str(args.files): mem_big},
     }
+    save_results(
+        "list",
+        results,
+        [
+            ratio("rec list, whole command", "im2rec.py --list", cmd_mx / cmd_ours, TARGET),
+            ratio("rec list, listing only", "im2rec.py --list", lib_mx / lib_ours, TARGET),
+        ],
+    )
     if args.json:
         print(json.dumps(results, indent=1))
     else:

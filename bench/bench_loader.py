@@ -38,6 +38,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchutil import ratio, save_results  # bench/ is on sys.path when run as a script
+
 ITER_TARGET = 1.0
 TRAIN_TARGET = 1.5  # RecordDataset + Augmenter vs the usual class, training transform (issue 20)
 #: (row, which .rec, DALI's pipeline): RandomResizedCrop on 256-px and on
@@ -456,6 +458,16 @@ def main() -> None:
     same = all(r["same_records"] for r in [*results.values(), *dali.values()])
     results["dali"] = dali
     results["targets_met"] = met and same
+    save_results("loader", results, [
+        *(ratio(DALI_LABELS[name], "NVIDIA DALI (CPU)", r["ratio"], r["target"])
+          for name, r in dali.items()),
+        ratio("ImageRecordIter", "mx.io.ImageRecordIter", results["iterator"]["ratio"], ITER_TARGET),
+        ratio("ImageRecordIter, GluonCV's recipe", "mx.io.ImageRecordIter",
+              results["recipe"]["ratio"], RECIPE_TARGET),
+        ratio("RecordDataset + Augmenter, training", "mx.recordio + PIL dataset",
+              results["dataset_train"]["ratio"], TRAIN_TARGET),
+        ratio("RecordDataset, decode only", "mx.recordio + PIL dataset", results["dataset"]["ratio"]),
+    ])  # fmt: skip
     if args.json:
         print(json.dumps(results))
     else:

@@ -31,7 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import drop_caches, listed_images  # bench/ is on sys.path when run as a script
+from benchutil import (  # bench/ is on sys.path when run as a script
+    drop_caches,
+    listed_images,
+    ratio,
+    save_results,
+)
 
 # Live targets, each met with a margin on the 2-vCPU reference VM (README,
 # Performance, which also gives the retired ones and the bounds behind them):
@@ -296,6 +301,14 @@ def main() -> None:
         "im2rec_import_reencoding_s": our_import_rs,
         "memory": {"peak_rss_mb": {str(n): mem_small, str(10 * n): mem_big}, "ratio": mem_big / mem_small},
     }  # fmt: skip
+    save_results(
+        "pack",
+        results,
+        [
+            ratio("rec pack --pass-through", "im2rec.py", pt_mx / pt_ours, TARGETS["pass_through"]),
+            ratio("rec pack --resize", "im2rec.py", rs_mx / rs_ours, TARGETS["resize"]),
+        ],
+    )
     if args.json:
         print(json.dumps(results, indent=1))
     else:

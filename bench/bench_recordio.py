@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchutil import ratio, save_results  # bench/ is on sys.path when run as a script
+
 SMALL_N = 100_000
 SMALL_SIZE = 100  # bytes per record, header included
 IMAGE_N = 2_000
@@ -191,6 +193,14 @@ def main() -> None:
     same = all(r["same_result"] for r in results)
     failed = not same or any(
         r["ratio"] < TARGETS[r["task"]] for r in results if r["task"] in TARGETS
+    )
+    save_results(
+        "recordio",
+        {"results": results, "same_results": same},
+        [
+            ratio(LABELS[r["task"]], "mx.recordio", r["ratio"], TARGETS.get(r["task"]))
+            for r in results
+        ],
     )
     if args.json:
         summary = {"results": results, "same_results": same, "targets_met": not failed}

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchutil import ratio, save_results  # bench/ is on sys.path when run as a script
 
 RECORD = np.dtype([("magic", "<u4"), ("lrec", "<u4"), ("flag", "<u4"), ("label", "<f4"),
                    ("id", "<u8"), ("id2", "<u8"), ("payload", "<u4")])  # fmt: skip
@@ -293,6 +294,15 @@ def main() -> int:
               f"{big['first_open']:.1f} s), {big['rss'] / MB:,.0f} MB, a random read "
               f"{big['read_us']:.1f} us")  # fmt: skip
     print_growth(rows)
+    save_results("scale", {"sizes": rows, "pack": pack_rows, "missed": missed}, [
+        ratio(f"open {what}, {human(row['records'])} records", "MXNet MXIndexedRecordIO", value,
+              TARGETS["open"])
+        for row in rows for what, value in row.get("open_ratios", {}).items()
+    ] + [
+        ratio(f"read_idx, {human(row['records'])} records", "MXNet MXIndexedRecordIO",
+              row["read_ratio"], TARGETS["read_idx"])
+        for row in rows if "read_ratio" in row
+    ])  # fmt: skip
     if args.json:
         print(json.dumps({"sizes": rows, "pack": pack_rows, "missed": missed}))
     if missed:
@@ -326,9 +336,9 @@ def row_text(row: dict[str, Any]) -> str:
 
 def check_targets(row: dict[str, Any]) -> list[str]:
     missed = []
-    for what, ratio in row.get("open_ratios", {}).items():
-        if ratio < TARGETS["open"]:
-            missed.append(f"{what} open {ratio:.1f}x MXNet (target {TARGETS['open']}x)")
+    for what, value in row.get("open_ratios", {}).items():
+        if value < TARGETS["open"]:
+            missed.append(f"{what} open {value:.1f}x MXNet (target {TARGETS['open']}x)")
     if "read_ratio" in row and row["read_ratio"] < TARGETS["read_idx"]:
         missed.append(f"read_idx {row['read_ratio']:.1f}x MXNet (target {TARGETS['read_idx']}x)")
     for start in ("", "spawn_"):

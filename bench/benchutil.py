@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -65,3 +66,45 @@ def listed_images(work: Path, n: int, copies: tuple[str, ...] = ()) -> Path:
         (work / name).mkdir()
         (work / name / "images.lst").write_bytes(lst.read_bytes())
     return lst
+
+
+#: where each benchmark's last results go, as JSON (bench/charts.py draws them)
+RESULTS = Path(os.environ.get("IM2REC_BENCH_RESULTS", Path(__file__).parent / "results"))
+
+
+def ratio(label: str, reference: str, value: float, target: float | None = None) -> dict[str, Any]:
+    """One row of a results file: im2rec against ``reference`` (higher is
+    better for im2rec), and the target it must meet, if any."""
+    return {"label": label, "reference": reference, "ratio": round(value, 4), "target": target}
+
+
+def save_results(bench: str, data: dict[str, Any], ratios: list[dict[str, Any]]) -> Path:
+    """``bench/results/BENCH.json``: the run's ratios (for the charts) and
+    everything it measured, with when, where and at which commit it ran."""
+    import datetime
+    import json
+    import platform
+
+    import im2rec
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=Path(__file__).parent, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        commit = ""
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()  # fmt: skip
+    doc = {
+        "bench": bench,
+        "when": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version()},
+        "im2rec": im2rec.__version__,
+        "commit": commit,
+        "ratios": ratios,
+        "data": data,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{bench}.json"
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return path

@@ -27,7 +27,8 @@ from ..executors import LocalExecutor
 from ..storage import is_url
 from ..storage.atomic import create_output
 from . import PackInterrupted
-from .sharding import RunHooks, ShardResult, ShardSpec, pack_shard
+from .sharding import RunHooks
+from .shards import ShardResult, ShardSpec, pack_shard
 
 __all__ = ["DaskRunner", "LocalRunner", "require_dask"]
 

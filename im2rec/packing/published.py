@@ -20,7 +20,7 @@ from .resuming import manifest_matches, replaceable
 
 if TYPE_CHECKING:
     from . import PackResult
-    from .sharding import ShardSpec
+    from .shards import ShardSpec
 
 __all__ = [
     "check_shards_replaceable",

@@ -26,7 +26,8 @@ from im2rec.listing import ListOptions, make_lists
 from im2rec.listing.lstfile import read_lst
 from im2rec.packing import PackOptions, pack_list
 from im2rec.packing.cluster import DaskRunner, LocalRunner
-from im2rec.packing.sharding import ShardedResult, pack_sharded, shard_specs
+from im2rec.packing.sharding import ShardedResult, pack_sharded
+from im2rec.packing.shards import shard_specs
 from im2rec.recordio import RecordReader, load_index, unpack
 
 from ..conftest import photo

@@ -1,0 +1,59 @@
+"""make bench's results as data: each benchmark saves its ratios and
+measurements as JSON (bench/benchutil.save_results), and bench/charts.py
+draws them for docs/performance.md, the same bytes for the same results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _save(
+    results: Path, bench: str, rows: list[tuple[str, float, float | None]], data: dict
+) -> None:
+    code = (
+        "import sys; sys.path.insert(0, 'bench')\n"
+        "from benchutil import ratio, save_results\n"
+        f"save_results({bench!r}, {data!r}, [ratio(l, 'the reference', v, t) for l, v, t in {rows!r}])\n"
+    )
+    env = {**os.environ, "IM2REC_BENCH_RESULTS": str(results)}
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
+
+
+def test_results_are_saved_and_drawn(tmp_path: Path) -> None:
+    results, out = tmp_path / "results", tmp_path / "img"
+    _save(
+        results,
+        "pack",
+        [("rec pack --resize", 1.6, 1.2), ("rec pack --pass-through", 0.9, 1.0)],
+        {"images": 10},
+    )
+    rows = [{"records": n, "open": n / 4e7, "first_open": n / 5e6, "rss": 24.0 * n,
+             "mx_open": n / 3e6, "mx_rss": 190.0 * n} for n in (1_000_000, 10_000_000)]  # fmt: skip
+    _save(results, "scale", [("open RecordDataset, 1M records", 12.5, 10.0)], {"sizes": rows})
+    saved = json.loads((results / "pack.json").read_text())
+    assert saved["bench"] == "pack" and saved["data"] == {"images": 10}
+    assert saved["ratios"][1] == {"label": "rec pack --pass-through", "reference": "the reference",
+                                  "ratio": 0.9, "target": 1.0}  # fmt: skip
+    assert saved["machine"]["cpus"] and saved["when"] and "im2rec" in saved
+    draw = [sys.executable, "bench/charts.py", "--results", str(results), "--out", str(out)]
+    subprocess.run(draw, cwd=ROOT, check=True, capture_output=True)
+    svg = (out / "ratios.svg").read_text()
+    assert "rec pack --resize vs the reference" in svg and "1.60×" in svg
+    assert svg.count('fill="#e65100"') == 1 + 1  # the one missed row (and the legend)
+    assert "At scale" in svg and "rec pack" in svg
+    scale = (out / "scale.svg").read_text()
+    assert "MXNet MXIndexedRecordIO" in scale and scale.count("<polyline") == 5
+    first = svg, scale
+    subprocess.run(draw, cwd=ROOT, check=True, capture_output=True)
+    assert ((out / "ratios.svg").read_text(), (out / "scale.svg").read_text()) == first
+
+
+def test_every_benchmark_saves_its_results() -> None:
+    for script in sorted((ROOT / "bench").glob("bench_*.py")):
+        assert "save_results(" in script.read_text(), script.name
