@@ -235,10 +235,10 @@ def main() -> None:
             print(f"  {'cat (copy the bytes)':30} {results[f'{regime}_cat_mb_s']:8,.0f} MB/s")
             for name, label in (("export", "rec export --to webdataset"),
                                 ("import", "rec import webdataset")):  # fmt: skip
-                ratio = results[f"{regime}_{name}_ratio"]
+                value = results[f"{regime}_{name}_ratio"]
                 paired = results[f"{regime}_{name}_paired_ratio"]
                 print(f"  {label:30} {results[f'{regime}_{name}_mb_s']:8,.0f} MB/s   ratio "
-                      f"{ratio:.2f}x (target {targets[regime]:.2f}x; median of each "
+                      f"{value:.2f}x (target {targets[regime]:.2f}x; median of each "
                       f"round's {paired:.2f}x)")  # fmt: skip
         print(
             f"warm bound (the import's start-up, every byte read once and written from "

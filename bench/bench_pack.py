@@ -212,8 +212,11 @@ def main() -> None:
             return [*cmd, "--num-thread", w, *extra]
 
         def ours_cmd(*extra: str) -> list[str]:
+            # --overwrite: each run replaces the last one's output, as
+            # im2rec.py's does (rec pack refuses to replace a .rec made with
+            # other options without it)
             cmd = [rec, "pack", str(work / "ours" / "images.lst"), "--root", str(work / "images")]
-            return [*cmd, "--num-workers", w, "-q", *extra]
+            return [*cmd, "--num-workers", w, "-q", "--overwrite", *extra]
 
         def side_by_side(*extra: str) -> tuple[float, float]:
             return best_pair(im2rec_cmd(*extra), ours_cmd(*extra), work, args.repeat)
@@ -279,6 +282,7 @@ def main() -> None:
             w,
             "-q",
             "--pass-through",
+            "--overwrite",
         ]
         mem_small = peak_rss_mb([*base, str(work / "ours" / "images.lst")], work)
         mem_big = peak_rss_mb([*base, str(big / "images.lst")], work)

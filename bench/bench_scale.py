@@ -295,7 +295,8 @@ def main() -> int:
               f"{big['read_us']:.1f} us")  # fmt: skip
     print_growth(rows)
     save_results("scale", {"sizes": rows, "pack": pack_rows, "missed": missed}, [
-        ratio(f"open {what}, {human(row['records'])} records", "MXNet MXIndexedRecordIO", value,
+        ratio(f"open {'the drop-in ' if what == 'MXIndexedRecordIO' else ''}{what}, "
+              f"{human(row['records'])} records", "MXNet MXIndexedRecordIO", value,
               TARGETS["open"])
         for row in rows for what, value in row.get("open_ratios", {}).items()
     ] + [

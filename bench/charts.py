@@ -46,7 +46,7 @@ def _x(value: float, left: float, width: float, low: float, high: float) -> floa
 def ratios_svg(docs: list[dict[str, Any]]) -> str:
     """One bar a ratio (log scale), grouped by benchmark; the target as a
     tick; green when met (or when there is no target), orange when missed."""
-    label_w, plot_w, row_h, low, high = 430, 420, 20, 0.25, 40.0
+    label_w, plot_w, row_h, low, high = 470, 420, 20, 0.25, 40.0
     rows: list[tuple[str, Any]] = []
     for doc in docs:
         if doc["ratios"]:
@@ -74,7 +74,7 @@ def ratios_svg(docs: list[dict[str, Any]]) -> str:
             color = NEUTRAL if target is None else (MET if r["ratio"] >= target else MISSED)
             text = f"{r['label']} vs {r['reference']}"
             out.append(
-                f'<text x="{label_w}" y="{y + 14}" text-anchor="end">{escape(text[:72])}</text>'
+                f'<text x="{label_w}" y="{y + 14}" text-anchor="end">{escape(text[:70])}</text>'
             )
             x0, x1 = _x(1, left, plot_w, low, high), _x(r["ratio"], left, plot_w, low, high)
             out.append(f'<rect x="{min(x0, x1):.1f}" y="{y + 4}" width="{abs(x1 - x0):.1f}" '
