@@ -78,7 +78,7 @@ def main() -> None:
         sharded = [rec, "pack", str(work / "dask" / "images.lst"), *common, "--shards",
                    str(shards), "--executor", "dask"]  # fmt: skip
         with LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, dashboard_address=None
+            n_workers=args.workers, threads_per_worker=1, dashboard_address=":0"
         ) as cluster:
             running = timed([*sharded, "--scheduler", cluster.scheduler_address], args.repeat)
         started = timed([*sharded, "--num-workers", w], args.repeat)

@@ -85,7 +85,9 @@ class DaskRunner:
         else:
             self.cluster = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True,
-                dashboard_address=None, silence_logs=logging.ERROR,
+                # a free port: a second cluster on the machine (another run, a
+                # test in another process) would find the default 8787 taken
+                dashboard_address=":0", silence_logs=logging.ERROR,
             )  # fmt: skip
             self.client = distributed.Client(self.cluster)
 
