@@ -98,6 +98,26 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """`rec` alone shows the help and exits 0 (Click's default is a usage
+        error, exit 2: a newcomer's first try looked like a failure)."""
+        if not args:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """One line a command, its whole first sentence (Click cuts them at
+        the terminal's width with "..."; long ones wrap instead)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=200)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -129,6 +149,7 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
+    "-V",
     is_flag=True,
     expose_value=False,
     is_eager=True,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # rich is imported when output is made, not at start-up
     from rich.progress import Progress
 
 from ..errors import ConfigError, Im2RecError
+from ..storage import is_url
 from ..storage.atomic import open_output
 
 __all__ = [
@@ -30,14 +31,17 @@ __all__ = [
     "EXIT_TERMINATED",
     "Terminated",
     "by_sigterm",
+    "count_text",
     "err_console",
     "handle_errors",
+    "make_parent",
     "maybe_terminal",
     "os_error_text",
     "out_console",
     "progress_bar",
     "progress_counter",
     "sigterm_as_interrupt",
+    "size_text",
     "spooled_input",
     "to_stdout",
 ]
@@ -291,3 +295,34 @@ def to_stdout(path: str, suffix: str) -> Iterator[str]:
             sys.stdout.flush()
             shutil.copyfileobj(f, sys.stdout.buffer)
             sys.stdout.buffer.flush()
+
+
+def size_text(size: int) -> str:
+    """A size as people read it: ``580 bytes``, ``13.5 kB``, ``95.9 MB``,
+    ``1.2 GB`` (decimal units, one decimal; never ``0.0 MB``)."""
+    if size < 1000:
+        return "1 byte" if size == 1 else f"{size:,} bytes"
+    value = float(size)
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 999.95 or unit == "TB":
+            return f"{value:,.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def count_text(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 record``, ``12 records``, ``1,500 images``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def make_parent(output: str) -> None:
+    """Create the folder an output goes into, as every command that writes
+    does (`rec export -o new/x-%06d.tar`, `rec import -o new/x`, `rec
+    merge`, `rec convert`, `rec index -o`, `rec show -o`, `rec list -o`):
+    one rule, instead of some commands saying "create it first". Not for
+    standard output (`-`) or a store's URL (a prefix needs no folder)."""
+    if output == "-" or is_url(output):
+        return
+    parent = os.path.dirname(output)
+    if parent:
+        os.makedirs(parent, exist_ok=True)

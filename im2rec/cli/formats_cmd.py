@@ -8,7 +8,17 @@ import os
 
 import click
 
-from .common import REC, err_console, handle_errors, out_console, print_property, progress_bar
+from .common import (
+    REC,
+    count_text,
+    err_console,
+    handle_errors,
+    make_parent,
+    out_console,
+    print_property,
+    progress_bar,
+    size_text,
+)
 
 __all__ = ["convert_command", "export_command", "import_command"]
 
@@ -48,6 +58,7 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
     from ..formats.insightface import convert_to_faces
 
     with handle_errors():
+        make_parent(output)
         counts = convert_to_faces(rec, output, overwrite=overwrite)
     target = os.path.splitext(output)[0] if output.endswith(".rec") else output
     prop = str(counts.property) if counts.property else None
@@ -122,7 +133,7 @@ def export_command(
         first = result.shards[0] if result.shards else output
         out_console().print(
             f"{rec} -> [bold]{len(result.shards)} {fmt} shard(s)[/] ({first} ...): "
-            f"{result.samples:,} samples, {result.bytes / 1e6:,.1f} MB",
+            f"{count_text(result.samples, 'sample')}, {size_text(result.bytes)}",
             markup=True,
         )
 
@@ -169,6 +180,7 @@ def import_command(
     from ..formats.wds_import import import_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
+        make_parent(output)
         names = expand_shards(list(shards))
         track = bar.track(f"{len(names)} shard(s)", total=0)
         result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
@@ -179,7 +191,7 @@ def import_command(
     if not quiet:
         out_console().print(
             f"{len(names)} {fmt} shard(s) -> [bold]{result.rec}[/] + {result.idx}: "
-            f"{result.records:,} records",
+            f"{count_text(result.records, 'record')}",
             markup=True,
         )
     if result.skipped:

@@ -11,7 +11,14 @@ from typing import Any
 import click
 
 from ..imagenet import ImagenetOptions, ImagenetResult, prepare_imagenet
-from .common import err_console, handle_errors, num_workers_option, out_console
+from .common import (
+    count_text,
+    err_console,
+    handle_errors,
+    num_workers_option,
+    out_console,
+    size_text,
+)
 
 __all__ = ["imagenet_command"]
 
@@ -143,7 +150,8 @@ def _summary(r: ImagenetResult) -> None:
     )
     for split, info in r.rec.items():
         console.print(
-            f"  rec/{split}.rec + .idx: {info['records']:,} records, {info['bytes'] / 1e9:,.2f} GB",
+            f"  rec/{split}.rec + .idx: {count_text(info['records'], 'record')}, "
+            f"{size_text(info['bytes'])}",
             markup=False,
         )
     if r.odd_images:

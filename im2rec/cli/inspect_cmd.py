@@ -13,7 +13,17 @@ from ..inspect.summary import summarise
 from ..inspect.verifying import verify
 from ..listing.lstfile import class_map_beside, read_class_map
 from ..storage import is_url, sibling
-from .common import DASH_REC, err_console, handle_errors, out_console, progress_bar, spooled_input
+from .common import (
+    DASH_REC,
+    count_text,
+    err_console,
+    handle_errors,
+    make_parent,
+    out_console,
+    progress_bar,
+    size_text,
+    spooled_input,
+)
 
 __all__ = ["index_command", "info_command", "verify_command"]
 
@@ -57,11 +67,13 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
             for piece in index.text_pieces():
                 click.echo(piece, nl=False)
         else:
+            make_parent(target)
             index.save(target)  # atomic; to a store, published whole
     for d in damages:
         err_console().print(f"skipped bytes {d.offset:,} to {d.end:,}: {d.reason}", markup=False)
     click.echo(
-        f"{'standard output' if output == '-' else target}: {len(index):,} records indexed"
+        f"{'standard output' if output == '-' else target}: "
+        f"{count_text(len(index), 'record')} indexed"
         + (f", {len(damages)} damaged stretch(es) skipped" if damages else ""),
         err=output == "-",
     )
@@ -110,8 +122,9 @@ def verify_command(
             where = f"byte {p.offset:,}" if p.offset is not None else "file"
             key = f", key {p.key}" if p.key is not None else ""
             click.echo(f"{click.style('problem', fg='red')} at {where}{key}: {p.message}")
-        status = "OK" if result.ok else f"{len(result.problems)} problem(s)"
-        click.echo(f"{result.path}: {result.records:,} records, {result.bytes:,} bytes: {status}")
+        status = "OK" if result.ok else count_text(len(result.problems), "problem")
+        counts = f"{count_text(result.records, 'record')}, {size_text(result.bytes)}"
+        click.echo(f"{result.path}: {counts}: {status}")
     if not result.ok:
         raise SystemExit(1)
 
@@ -163,7 +176,9 @@ def info_rows(
     split = (
         f", {info['split_records']:,} of them split across frames" if info["split_records"] else ""
     )
-    rows = [("file", f"{info['path']}: {info['bytes']:,} bytes ({_human(info['bytes'])})")]
+    size = info["bytes"]
+    exact = f" ({size:,} bytes)" if size >= 1000 else ""
+    rows = [("file", f"{info['path']}: {size_text(size)}{exact}")]
     rows.append(("records", f"{n:,}{split}"))
     if info["ids"] is not None:
         rows.append(("ids", f"{info['ids'][0]} to {info['ids'][1]}"))
@@ -227,11 +242,3 @@ def _labels_text(labels: dict[str, int], names: dict[int, str] | None) -> str:
 def _span(bounds: list[int]) -> str:
     low, high = bounds
     return f"{low:,}" if low == high else f"{low:,} to {high:,}"
-
-
-def _human(size: int) -> str:
-    for unit in ("bytes", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1000  # type: ignore[assignment]
-    raise AssertionError("unreachable")

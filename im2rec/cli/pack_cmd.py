@@ -15,12 +15,14 @@ from ..listing.lstfile import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
 from .common import (
     InputPath,
+    count_text,
     err_console,
     handle_errors,
     num_workers_option,
     out_console,
     print_property,
     progress_bar,
+    size_text,
 )
 
 if TYPE_CHECKING:  # sharding (and numpy) load only for --shards
@@ -322,12 +324,12 @@ def _summary(results: list[PackResult | ShardedResult]) -> None:
                 f"; resumed after {r.resumed_from:,} of {r.entries:,} entries, "
                 f"the other {done:,} {timing}"
             )
-        what = f"{r.records:,} records"
+        what = count_text(r.records, "record")
         if r.identities is not None:  # the header and identity records are not images
             what = f"{r.records:,} images of {r.identities:,} identities (InsightFace layout)"
         console.print(
             f"{r.lst.name} -> [bold]{r.rec.name}[/] + {r.idx.name}: {what}, "
-            f"{r.bytes / 1e6:,.1f} MB{'' if r.resumed_from else ' '}{timing}"
+            f"{size_text(r.bytes)}{'' if r.resumed_from else ' '}{timing}"
         )
         if failed:
             reasons = ", ".join(f"{n:,} {reason}" for reason, n in r.failures.most_common())
@@ -369,8 +371,8 @@ def _shard_summary(r: ShardedResult) -> None:
     where = "this machine" if workers == {"local"} else f"{len(workers)} worker(s)"
     first = f"{r.stem}-00000-of-{r.count:05d}.rec"
     console.print(
-        f"{r.name} -> [bold]{r.count} shards[/] ({first} ...): {r.records:,} records, "
-        f"{r.bytes / 1e6:,.1f} MB"
+        f"{r.name} -> [bold]{r.count} shards[/] ({first} ...): {count_text(r.records, 'record')}, "
+        f"{size_text(r.bytes)}"
         + (f" in {r.seconds:,.1f} s ({rate:,.0f} images/s on {where})" if packed else "")
     )
     if skipped:

@@ -14,7 +14,16 @@ from ..inspect.sheets import contact_sheet
 from ..inspect.unpacking import unpack_rec
 from ..listing.lstfile import class_map_beside, read_class_map
 from ..storage import is_url
-from .common import DASH_REC, REC, handle_errors, spooled_input, to_stdout
+from .common import (
+    DASH_REC,
+    REC,
+    count_text,
+    handle_errors,
+    make_parent,
+    size_text,
+    spooled_input,
+    to_stdout,
+)
 
 __all__ = ["merge_command", "show_command", "unpack_command"]
 
@@ -50,7 +59,9 @@ def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
         return
-    click.echo(f"{result.images:,} images written under {result.out}; list: {result.lst}")
+    click.echo(
+        f"{count_text(result.images, 'image')} written under {result.out}; list: {result.lst}"
+    )
     if result.layout_records:
         click.echo(
             f"InsightFace layout: one folder per identity; its {result.layout_records:,} header "
@@ -126,6 +137,8 @@ def show_command(
     with handle_errors():
         names = _class_names(rec, classes)
         value = _label_value(label, names)
+    with handle_errors():
+        make_parent(output)
     with handle_errors(), spooled_input(rec) as path, to_stdout(output, ".png") as target:
         shown, size = contact_sheet(
             path, target, n=count, shuffle=shuffle, label=value, seed=seed, thumb=thumb,
@@ -180,5 +193,6 @@ def merge_command(inputs: tuple[str, ...], output: str, renumber: bool, overwrit
       rec merge a.rec b.rec -o all.rec --renumber
     """
     with handle_errors():
+        make_parent(output)
         records, size = merge_recs(list(inputs), output, renumber=renumber, overwrite=overwrite)
-    click.echo(f"{output}: {records:,} records, {size:,} bytes")
+    click.echo(f"{output}: {count_text(records, 'record')}, {size_text(size)}")

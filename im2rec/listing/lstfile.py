@@ -247,9 +247,12 @@ def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Pa
                 raise MissingFileError(f"{target}: list file not found")
             found[Path(target)] = None
             continue
+        if target.endswith((".rec", ".idx")) and not os.path.isdir(target):
+            raise MissingFileError(_not_a_list(target))
         matches = _lists_in(target) if os.path.isdir(target) else []
         if not matches:  # a prefix; also for `rec pack example` beside the image folder example/
-            matches = _lists_in(os.path.dirname(target) or ".", os.path.basename(target))
+            prefix = target.rstrip("/" + os.sep) or target  # `example/` as `example`
+            matches = _lists_in(os.path.dirname(prefix) or ".", os.path.basename(prefix))
         if not matches:
             where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
             if os.path.isdir(target) and _holds_images(target):
@@ -260,6 +263,18 @@ def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Pa
             raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
         found.update(dict.fromkeys(matches))
     return list(found)
+
+
+def _not_a_list(target: str) -> str:
+    """What to say when a .rec or .idx is given where a list goes."""
+    stem = target[: -len(".rec")]
+    kind = "a record file (what rec pack makes)" if target.endswith(".rec") else "an index"
+    if os.path.isfile(stem + ".lst"):
+        return f"{target} is {kind}, not a list; to pack its list: `rec pack {stem}.lst`"
+    return (
+        f"{target} is {kind}, not a list: rec pack reads .lst files (`rec list ROOT` makes "
+        f"them); to look inside it: `rec info {stem}.rec`"
+    )
 
 
 def _holds_images(folder: str) -> bool:

@@ -347,8 +347,30 @@ def _truncated(name: str, pos: int, end: int, where: str) -> TruncatedRecordErro
 
 
 def _bad_magic(name: str, pos: int, word: int) -> RecordFormatError:
+    what = _what_it_is(name, word) if pos == 0 else None
+    if what is not None:
+        return RecordFormatError(f"{name}: {what}")
     return RecordFormatError(
         f"{name}: no record starts at byte {pos:,} (found 0x{word:08X}, expected "
         f"magic 0x{MAGIC:08X}); the file is not RecordIO, is damaged, or the "
         "offset comes from a stale .idx"
     )
+
+
+#: what the first bytes of a file that is not RecordIO most often are
+_TEXT = frozenset(b"0123456789\t .-+e\r\n")
+
+
+def _what_it_is(name: str, word: int) -> str | None:
+    """The files people give a .rec command by mistake, named from their
+    first four bytes: a list or an index (text of numbers), an image."""
+    head = word.to_bytes(4, "little")
+    if head[:3] == b"\xff\xd8\xff":
+        return "this is a JPEG image, not a .rec; pack images with `rec list` and `rec pack`"
+    if head == b"\x89PNG":
+        return "this is a PNG image, not a .rec; pack images with `rec list` and `rec pack`"
+    if set(head) <= _TEXT and head[:1].isdigit():
+        if name.endswith(".idx"):
+            return "this is an index (.idx), not a .rec; give the .rec beside it"
+        return f"this is a text list (.lst), not a .rec; pack it into one with `rec pack {name}`"
+    return None

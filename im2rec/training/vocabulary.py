@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import ConfigError, DatasetError
 from ..listing.lstfile import iter_lst
 from ..recordio import RecordReader, build_index, load_index
+from ..storage import exists, sibling
 from .augment import Augmenter
 from .augment.ndarray_file import load_ndarrays, save_ndarrays
 
@@ -224,13 +225,22 @@ def record_offsets(
             raise ConfigError(f"{rec}: holds no records")
         reader.read_at(int(offsets[-1]))  # a file cut short fails here, not mid-epoch
         if not idx and verbose:
-            print(
-                f"im2rec: indexed {len(offsets):,} records of {rec} in memory (no path_imgidx)",
-                file=sys.stderr,
-            )
+            print(f"im2rec: {_walked(rec, len(offsets), storage_options)}", file=sys.stderr)
     finally:
         reader.close()
     return offsets
+
+
+def _walked(rec: str, records: int, storage_options: dict[str, Any] | None) -> str:
+    """What the iterator says when it indexed the records itself: and, when
+    an .idx lies beside the .rec, why it did not use it (MXNet reads an
+    index only when given one, and its parts are cut differently without,
+    so taking it unasked would change which records a part reads)."""
+    beside = sibling(rec, ".idx")
+    said = f"indexed {records:,} records of {rec} in memory, path_imgidx not given"
+    if exists(beside, storage_options):
+        return f"{said} ({beside} is beside it: pass path_imgidx={beside!r} to use it)"
+    return said
 
 
 def part(offsets: np.ndarray, num_parts: int, part_index: int) -> np.ndarray:

@@ -569,3 +569,22 @@ def test_every_inter_method_is_its_pillow_filter(rec: Path, inter_method: int) -
     else:
         want = Image.fromarray(arr).resize((W, H), INTERPOLATION[inter_method], box=box)
     assert np.array_equal(got, np.asarray(want).transpose(2, 0, 1))
+
+
+def test_without_path_imgidx_it_says_why_the_idx_beside_is_not_used(
+    rec: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It used to say only "(no path_imgidx)" with the .idx right there:
+    MXNet reads an index only when given one (its parts are cut otherwise
+    without), so the message says how to use it instead of taking it."""
+    with make(rec, path_imgidx="", verbose=True):
+        pass
+    err = capsys.readouterr().err
+    idx = rec.with_suffix(".idx")
+    assert f"indexed {N} records of {rec} in memory, path_imgidx not given" in err
+    assert f"({idx} is beside it: pass path_imgidx={str(idx)!r} to use it)" in err
+    idx.unlink()
+    with make(rec, path_imgidx="", verbose=True):
+        pass
+    err = capsys.readouterr().err
+    assert "path_imgidx not given\n" in err and "beside" not in err
