@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import ImageOps, UnidentifiedImageError
 
-from ..errors import ImageCodecError, ImageTooLargeError
+from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
@@ -38,8 +38,13 @@ class RecordDataset:
     """``ds[i] -> (image, label)`` over the records of a ``.rec``/``.idx``.
 
     ``output``: ``"pil"`` (an RGB ``PIL.Image``), ``"numpy"`` (HxWx3 uint8
-    RGB) or ``"bytes"`` (the stored payload, undecoded). ``label`` is a float,
-    or a float32 array for multi-label records (``flag > 0``). ``transform``
+    RGB) or ``"bytes"`` (the stored payload, undecoded). ``labels="class"``
+    (the default) gives what ``torchvision``'s ``ImageFolder`` gives: an
+    ``int`` class index for a single-label record (MXNet stores it as a
+    float32; ``nn.CrossEntropyLoss`` wants integers), and a float32 array
+    for a multi-label record (``flag > 0``); a single label that is not a
+    whole number is an error that says to pass ``labels="float"``, which
+    gives every single label as MXNet's float. ``transform``
     and ``target_transform`` are applied to the image and label (pass
     picklable callables for ``spawn`` workers). Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1; a warning says so), with
@@ -68,12 +73,15 @@ class RecordDataset:
         missing_index: Literal["error", "scan"] = "scan",
         min_size: tuple[int, int] | None = None,
         on_corrupt: Literal["raise", "skip"] = "raise",
+        labels: Literal["class", "float"] = "class",
         storage_options: dict[str, Any] | None = None,
     ):
         if layout not in ("auto", "plain", "insightface"):
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        if labels not in ("class", "float"):
+            raise ValueError(f"labels must be 'class' or 'float', not {labels!r}")
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
         if min_size is not None and not (
@@ -94,6 +102,7 @@ class RecordDataset:
                 stacklevel=2,
             )
         self.output = output
+        self.labels = labels
         self.transform = transform
         self.target_transform = target_transform
         self.skip_corrupt = on_corrupt == "skip"
@@ -140,6 +149,8 @@ class RecordDataset:
         label: Any = header.label if header.flag else float(header.label)
         if self.layout == "insightface" and header.flag:  # [identity, aligned]: as MXFaceDataset
             label = float(header.label[0])
+        if self.labels == "class" and isinstance(label, float):
+            label = self._class_index(label, key)
         if self.output == "bytes":
             image: Any = payload
         else:
@@ -152,6 +163,15 @@ class RecordDataset:
         if self.target_transform is not None:
             label = self.target_transform(label)
         return image, label
+
+    def _class_index(self, label: float, key: Any) -> int:
+        if not (label.is_integer() and 0 <= label < 2**53):
+            raise DatasetError(
+                f"{self.reader.name}: record {key!r} has label {label!r}, not a class index; "
+                "for labels that are not whole numbers (regression, scores) pass "
+                "RecordDataset(..., labels='float')"
+            )
+        return int(label)
 
     def _codec_error(self, key: Any, why: object) -> ImageCodecError:
         offset = self.reader.index.offset_of(key)

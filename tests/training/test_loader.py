@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from im2rec.errors import ImageCodecError
+from im2rec.errors import DatasetError, ImageCodecError
 from im2rec.recordio import IndexedRecordWriter, pack
 from im2rec.training.dataset import RecordDataset
 
@@ -228,3 +228,44 @@ def test_min_size_decodes_jpegs_at_a_reduced_scale(tmp_path: Path) -> None:
     assert np.abs(np.asarray(small[0][0], np.int16) - shrunk).mean() < 3
     with pytest.raises(ValueError, match="min_size"):
         RecordDataset(tmp_path / "big.rec", min_size=(0, 5))
+
+
+def test_single_labels_are_class_indexes_as_imagefolder_gives(plain: Path) -> None:
+    """MXNet stores labels as float32; a PyTorch user's first loop feeds them
+    to CrossEntropyLoss, which wants integers ("expected target dtype to be
+    Long"). Single labels are ints by default, multi-labels stay float32."""
+    image, label = RecordDataset(plain)[3]
+    assert type(label) is int and label == 3
+    _, multi = RecordDataset(plain)[5]
+    assert multi.dtype == np.float32 and multi.tolist() == [5.0, 0.5]
+    _, as_float = RecordDataset(plain, labels="float")[3]
+    assert type(as_float) is float and as_float == 3.0
+
+
+def test_a_label_that_is_no_class_index_says_to_ask_for_floats(tmp_path: Path) -> None:
+    with IndexedRecordWriter(tmp_path / "scores.rec") as w:
+        w.write_key(0, pack((0, 0.25, 0, 0), jpeg(16, 16, 0)))
+    with pytest.raises(DatasetError, match=r"record 0 has label 0.25, not a class index; .*"
+                                           r"labels='float'"):  # fmt: skip
+        RecordDataset(tmp_path / "scores.rec")[0]
+    assert RecordDataset(tmp_path / "scores.rec", labels="float")[0][1] == 0.25
+    with pytest.raises(ValueError, match="labels must be 'class' or 'float'"):
+        RecordDataset(tmp_path / "scores.rec", labels="int")  # type: ignore[arg-type]
+
+
+def test_the_readme_loop_trains_with_cross_entropy(tmp_path: Path) -> None:
+    """The README's DataLoader example, one training step further."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from im2rec.training import Augmenter
+
+    with IndexedRecordWriter(tmp_path / "three.rec") as w:
+        for i in range(12):
+            w.write_key(i, pack((0, float(i % 3), i, 0), jpeg(40, 36, i)))
+    augment = Augmenter((3, 32, 32), rand_crop=True, rand_mirror=True)
+    train = RecordDataset(tmp_path / "three.rec", output="bytes", transform=augment)
+    images, labels = next(iter(DataLoader(train, batch_size=4, shuffle=True)))
+    assert labels.dtype == torch.int64
+    logits = torch.nn.Linear(3 * 32 * 32, 3)(torch.as_tensor(images).flatten(1))
+    torch.nn.CrossEntropyLoss()(logits, labels).backward()
