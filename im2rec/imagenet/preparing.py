@@ -27,7 +27,7 @@ from typing import Any, TypedDict
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
-from ..listing.lstfile import format_lst_line
+from ..listing.lstfile import class_map_text, format_lst_line
 from ..packing import PackOptions, pack_list
 from ..recordio.manifests import dump, load_pack_manifest
 from ..storage.atomic import open_output, own_folder, write_file
@@ -237,9 +237,17 @@ def _validate(opts: ImagenetOptions, staging: Path, progress: Progress) -> _Plan
     if classes != wnids:
         extra = sorted(set(classes) - set(wnids))[:3]
         missing = sorted(set(wnids) - set(classes))[:3]
+        why = (
+            " The bundled map is ILSVRC2012's own (1,000 classes, 50,000 images): a subset or "
+            "another dataset needs its own, given with --val-map FILE "
+            "(`ILSVRC2012_val_%08d.JPEG wnid` lines, GluonCV's .pklz, valprep.sh, or one "
+            "WNID a line) or --devkit."
+            if val_map.source == bundled_val_map().source
+            else ""
+        )
         raise DatasetError(
             f"{tars[0]}: its classes do not match the val map's ({len(classes)} vs {len(wnids)}; "
-            f"not in the map: {extra}, missing: {missing}); the labels would disagree"
+            f"not in the map: {extra}, missing: {missing}); the labels would disagree.{why}"
         )
     val = list_members(tars[1])
     names = {m.name for m in val}
@@ -379,6 +387,9 @@ def _rec(
             manifest = load_pack_manifest(read_json(path), str(path))
             manifest["root"] = str(target / split)  # where the images are once the run is finished
             write_file(path, dump(manifest))
+            # the class map beside the .rec, as rec list leaves one: rec info
+            # and rec show then name each label's class (its WNID)
+            write_file(out / f"{split}.classes.tsv", class_map_text(plan.wnids))
 
 
 def _rec_summary(rec: Path) -> dict[str, Any]:

@@ -361,8 +361,16 @@ def test_with_rec(fake: FakeImagenet, tmp_path: Path, workers: int) -> None:
         "val": {"records": 8, "bytes": (target / "rec/val.rec").stat().st_size},
     }
     assert sorted(p.name for p in (target / "rec").iterdir()) == [
-        "train.idx", "train.pack.json", "train.rec", "val.idx", "val.pack.json", "val.rec",
+        "train.classes.tsv", "train.idx", "train.pack.json", "train.rec",
+        "val.classes.tsv", "val.idx", "val.pack.json", "val.rec",
     ]  # fmt: skip
+    # the class names reach rec info, as for a dataset rec list made (issue 35)
+    from click.testing import CliRunner
+
+    from im2rec.cli import main
+
+    info = CliRunner().invoke(main, ["info", str(target / "rec/val.rec")]).output
+    assert f"0 {WNIDS[0]}: 2" in info and "rec/val.classes.tsv" in info, info
     expected = fake.expected_tree()
     val = _records(target / "rec/val.rec")
     for i, (header, payload) in enumerate(val):  # file-name order, labels = sorted-WNID index
@@ -523,3 +531,19 @@ def _dirs(path: Path) -> list[Path]:
         return [p for p in path.iterdir() if p.is_dir()]
     except FileNotFoundError:
         return []
+
+
+def test_a_small_imagenet_against_the_bundled_map_says_to_bring_its_own(
+    fake: FakeImagenet, tmp_path: Path
+) -> None:
+    """A fake or a subset of a few classes met the bundled 1,000-class map
+    with only "classes do not match the val map's (4 vs 1000)": now the
+    message says why, and how to give a map of its own."""
+    for beside in fake.download.glob("*.pklz"):
+        beside.unlink()
+    with pytest.raises(DatasetError) as caught:
+        prepare_imagenet(options(fake, tmp_path / "t"))
+    message = str(caught.value)
+    assert "its classes do not match the val map's (4 vs 1000" in message
+    assert "The bundled map is ILSVRC2012's own (1,000 classes, 50,000 images)" in message
+    assert "--val-map FILE" in message and "--devkit" in message
