@@ -140,3 +140,25 @@ def test_imports_written_before_the_move_still_work() -> None:
 def test_the_version_is_the_packages() -> None:
     text = (PACKAGE.parent / "pyproject.toml").read_text()
     assert f'version = "{im2rec.__version__}"' in text
+
+
+def test_the_dev_lock_pins_every_extra() -> None:
+    """make install installs with constraints/dev.txt (make lock writes it):
+    a dependency added to an extra without `make lock` would be resolved
+    unpinned again, the slow search the lock exists to skip (issue 35)."""
+    import re
+
+    root = PACKAGE.parent
+    text = (root / "pyproject.toml").read_text()
+    extras = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    wanted = {
+        re.split(r"[<>=\[ ;]", req, maxsplit=1)[0].lower().replace("_", "-")
+        for req in re.findall(r'"([A-Za-z0-9_.\-]+[^"]*)"', extras)
+    }
+    pinned = {
+        line.split("==", 1)[0].lower().replace("_", "-")
+        for line in (root / "constraints" / "dev.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    assert len(wanted) > 10
+    assert sorted(wanted - pinned) == []
