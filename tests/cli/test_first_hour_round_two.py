@@ -124,3 +124,25 @@ def test_every_command_that_writes_creates_its_output_folder(listed: Path) -> No
     for made in ("back/ex.rec", "merged/all.rec", "indexes/example.idx", "sheets/sheet.png"):
         assert (listed / made).stat().st_size > 0, made
     assert (listed / "back/ex.rec").read_bytes() == (listed / "example.rec").read_bytes()
+
+
+def test_the_split_the_docs_describe_is_the_one_rec_list_makes(listed: Path) -> None:
+    """getting-started said a plain --train-ratio 0.8 gave "80/20, split in
+    each class"; it splits the shuffled list (im2rec.py's rule), so a class's
+    share varies. The docs now say so and point to --stratify, which does
+    split each class: checked here, and the sentence with it."""
+    from im2rec.listing.lstfile import iter_lst
+
+    code, out = run("list", "./example", "--recursive", "--train-ratio", "0.5", "--stratify", "-q",
+                    "-o", "strat")  # fmt: skip
+    assert code == 0, out
+
+    def per_class(name: str) -> dict[float, int]:
+        counts: dict[float, int] = {}
+        for item in iter_lst(listed / name):
+            counts[item.labels[0]] = counts.get(item.labels[0], 0) + 1
+        return counts
+
+    assert per_class("strat_train.lst") == per_class("strat_val.lst") == {0.0: 3, 1.0: 3, 2.0: 3}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    assert "split in\neach class" not in docs and "`--stratify` splits each class" in docs
