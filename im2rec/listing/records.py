@@ -14,6 +14,7 @@ import json
 from typing import Any, TypedDict
 
 from ..errors import ManifestError
+from ..recordio.manifests import checked_field
 
 __all__ = ["LISTS_FORMAT", "ClassEntry", "ListEntry", "ListsRecord", "dump", "load_lists_record"]
 
@@ -48,13 +49,6 @@ def dump(record: ListsRecord) -> str:
     return json.dumps(record, indent=1) + "\n"
 
 
-def _need(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ManifestError(f"{where}: {key!r} is missing or not {kind.__name__}")
-    return value
-
-
 def load_lists_record(data: object, where: str) -> ListsRecord:
     """``data`` (parsed JSON) as a run record, the fields readers use checked:
     :class:`~im2rec.errors.ManifestError` (a ``ValueError``) otherwise."""
@@ -67,10 +61,10 @@ def load_lists_record(data: object, where: str) -> ListsRecord:
             "(written by a newer im2rec? upgrade it)"
         )
     lists: list[ListEntry] = []
-    for i, item in enumerate(_need(data, "lists", list, where)):
+    for i, item in enumerate(checked_field(data, "lists", list, where)):
         if not isinstance(item, dict):
             raise ManifestError(f"{where}: list {i} is not a JSON object")
-        lists.append({"path": _need(item, "path", str, f"{where} list {i}"),
+        lists.append({"path": checked_field(item, "path", str, f"{where} list {i}"),
                       "images": int(item.get("images") or 0)})  # fmt: skip
     report = data.get("skipped_report")
     if report is not None and not isinstance(report, str):

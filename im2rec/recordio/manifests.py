@@ -33,6 +33,7 @@ __all__ = [
     "PackManifest",
     "ShardEntry",
     "ShardManifest",
+    "checked_field",
     "dump",
     "load_pack_manifest",
     "load_shard_manifest",
@@ -113,7 +114,9 @@ def made_with(manifest: PackManifest) -> MadeWith:
 T = TypeVar("T")
 
 
-def _field(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T:
+def checked_field(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T:
+    """``data[key]`` if it is a ``kind``, else a ManifestError naming the
+    key: the one check every JSON file im2rec reads back goes through."""
     value = data.get(key)
     # bool is an int to isinstance; no count or size is a bool
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -136,16 +139,16 @@ def _format(data: object, where: str, newest: int) -> Mapping[str, Any]:
 
 
 def _sums(data: Mapping[str, Any], key: str, where: str) -> FileSums:
-    part = _field(data, key, dict, where)
-    return {"path": _field(part, "path", str, f"{where} {key}"),
-            "bytes": _field(part, "bytes", int, f"{where} {key}"),
-            "sha256": _field(part, "sha256", str, f"{where} {key}")}  # fmt: skip
+    part = checked_field(data, key, dict, where)
+    return {"path": checked_field(part, "path", str, f"{where} {key}"),
+            "bytes": checked_field(part, "bytes", int, f"{where} {key}"),
+            "sha256": checked_field(part, "sha256", str, f"{where} {key}")}  # fmt: skip
 
 
 def _counts(data: Mapping[str, Any], key: str, where: str) -> dict[str, int]:
-    part = _field(data, key, dict, where)
+    part = checked_field(data, key, dict, where)
     for reason in part:
-        _field(part, reason, int, f"{where} {key}")
+        checked_field(part, reason, int, f"{where} {key}")
     return dict(part)
 
 
@@ -154,17 +157,17 @@ def load_pack_manifest(data: object, where: str) -> PackManifest:
     :class:`~im2rec.errors.ManifestError` (a ``ValueError``) names the first
     that is missing or of the wrong kind."""
     found = _format(data, where, PACK_FORMAT)
-    listed = _field(found, "list", dict, where)
+    listed = checked_field(found, "list", dict, where)
     seconds = found.get("seconds", 0.0)
     manifest: PackManifest = {
         "format": PACK_FORMAT,
         "im2rec": str(found.get("im2rec", "")),
-        "list": {"path": _field(listed, "path", str, f"{where} list"),
-                 "sha256": _field(listed, "sha256", str, f"{where} list"),
-                 "entries": _field(listed, "entries", int, f"{where} list")},
-        "root": _field(found, "root", str, where),
-        "options": _field(found, "options", dict, where),
-        "records": _field(found, "records", int, where),
+        "list": {"path": checked_field(listed, "path", str, f"{where} list"),
+                 "sha256": checked_field(listed, "sha256", str, f"{where} list"),
+                 "entries": checked_field(listed, "entries", int, f"{where} list")},
+        "root": checked_field(found, "root", str, where),
+        "options": checked_field(found, "options", dict, where),
+        "records": checked_field(found, "records", int, where),
         "failures": _counts(found, "failures", where),
         "rec": _sums(found, "rec", where),
         "idx": _sums(found, "idx", where),
@@ -172,9 +175,9 @@ def load_pack_manifest(data: object, where: str) -> PackManifest:
         "resumed_from": int(found.get("resumed_from", 0) or 0),
     }  # fmt: skip
     if "layout" in found:
-        manifest["layout"] = _field(found, "layout", str, where)
+        manifest["layout"] = checked_field(found, "layout", str, where)
     if "identities" in found:
-        manifest["identities"] = _field(found, "identities", int, where)
+        manifest["identities"] = checked_field(found, "identities", int, where)
     return manifest
 
 
@@ -182,14 +185,15 @@ def load_shard_manifest(data: object, where: str) -> ShardManifest:
     """``data`` (parsed JSON) as a shard manifest, every field checked."""
     found = _format(data, where, SHARDS_FORMAT)
     shards: list[ShardEntry] = []
-    for i, shard in enumerate(_field(found, "shards", list, where)):
+    for i, shard in enumerate(checked_field(found, "shards", list, where)):
         at = f"{where} shard {i}"
         if not isinstance(shard, dict):
             raise ManifestError(f"{at}: not a JSON object")
-        shards.append({"rec": _field(shard, "rec", str, at), "idx": _field(shard, "idx", str, at),
-                       "entries": _field(shard, "entries", int, at),
-                       "records": _field(shard, "records", int, at),
-                       "bytes": _field(shard, "bytes", int, at),
+        shards.append({"rec": checked_field(shard, "rec", str, at),
+                       "idx": checked_field(shard, "idx", str, at),
+                       "entries": checked_field(shard, "entries", int, at),
+                       "records": checked_field(shard, "records", int, at),
+                       "bytes": checked_field(shard, "bytes", int, at),
                        "failures": _counts(shard, "failures", at)})  # fmt: skip
-    return {"format": SHARDS_FORMAT, "list": _field(found, "list", str, where), "shards": shards,
-            "written": str(found.get("written", ""))}  # fmt: skip
+    return {"format": SHARDS_FORMAT, "list": checked_field(found, "list", str, where),
+            "shards": shards, "written": str(found.get("written", ""))}  # fmt: skip
