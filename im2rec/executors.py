@@ -45,6 +45,7 @@ __all__ = [
     "check_stop",
     "default_workers",
     "fork_is_safe",
+    "tune_malloc",
 ]
 
 T = TypeVar("T")
@@ -118,10 +119,45 @@ def _ask_stop(_signum: int, _frame: object) -> None:
     _stop_asked = True
 
 
+_MALLOC_TUNED = False
+
+
+def tune_malloc() -> None:
+    """Keep image-sized buffers on this process's heap (glibc; elsewhere
+    nothing): for worker processes that decode image after image.
+
+    glibc serves a block over its mmap threshold (128 KiB at start, raised
+    by some frees, frozen by others and by ``MALLOC_TRIM_THRESHOLD_``, which
+    Dask's nanny sets) with a fresh ``mmap``, and gives freed heap above its
+    trim threshold back to the kernel; either way the next image's buffers
+    (a 224x224 RGBX resize is 200 kB) fault their pages in again. Measured:
+    ImageRecordIter's workers spent 0.40 ms an image on a 224-px
+    random-resized crop without this and 0.31 ms with it, and Dask's
+    packing ran 1.5x slower. Blocks up to 32 MiB then come from the heap,
+    and up to 64 MiB of freed heap is kept. Inherited by forked children.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED or not sys.platform.startswith("linux"):
+        return
+    _MALLOC_TUNED = True
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to tune
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's <malloc.h>
+    mallopt(m_mmap_threshold, 32 << 20)
+    mallopt(m_trim_threshold, 64 << 20)
+
+
 def _init_worker(parent: int) -> None:
     """Process workers: Ctrl-C is the parent's to handle, ``_STOP`` ends the
     work at the next item, and a worker exits by itself when the parent dies
-    without shutting the pool down."""
+    without shutting the pool down. Their heap keeps image-sized buffers
+    (:func:`tune_malloc`)."""
+    tune_malloc()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the CLI's handler a fork inherits
     if _STOP is not None:

@@ -195,3 +195,49 @@ def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
         assert pool._call_queue._reader.closed
     executor.close()
     assert pool._broken
+
+
+MALLINFO = r"""
+import ctypes, sys
+from im2rec.executors import LocalExecutor, tune_malloc
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+
+def mapped_after_churn():
+    # what a worker does per image: image-sized buffers made and dropped
+    for _ in range(50):
+        held = [bytearray(200_000) for _ in range(4)]
+        del held
+    held = bytearray(4 << 20)  # held while measured
+    return libc.mallinfo2().hblkhd
+
+if sys.argv[1] == "tuned":
+    tune_malloc()
+    print(mapped_after_churn())
+elif sys.argv[1] == "worker":
+    with LocalExecutor(2) as ex:
+        print(ex.submit(mapped_after_churn).result())
+else:
+    print(mapped_after_churn())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_tuned_malloc_keeps_image_buffers_on_the_heap() -> None:
+    def mapped(mode: str) -> int:
+        env = dict(os.environ)
+        env.pop("MALLOC_MMAP_THRESHOLD_", None)
+        env.pop("MALLOC_TRIM_THRESHOLD_", None)
+        done = subprocess.run([sys.executable, "-c", MALLINFO, mode], env=env, check=True,
+                              capture_output=True, text=True)  # fmt: skip
+        return int(done.stdout.split()[-1])
+
+    assert mapped("plain") >= 4 << 20  # glibc's default: a 4 MiB block is its own mmap
+    assert mapped("tuned") < 4 << 20  # from the heap
+    assert mapped("worker") < 4 << 20  # process workers are tuned when they start

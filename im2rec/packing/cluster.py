@@ -12,10 +12,8 @@ per shard.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DatasetError, Im2RecError
-from ..executors import LocalExecutor
+from ..executors import LocalExecutor, tune_malloc
 from ..storage import is_url
 from ..storage.atomic import create_output
 from . import PackInterrupted
@@ -244,7 +242,7 @@ def _dask_task(spec: ShardSpec, resume: bool, run_id: str) -> ShardResult:
     from distributed import get_worker
 
     worker = get_worker()
-    _tune_malloc()
+    tune_malloc()  # undo what Dask's nanny does to malloc (MALLOC_TRIM_THRESHOLD_)
     last = [0.0]
 
     def progress(done: int, total: int, nbytes: int) -> None:
@@ -261,28 +259,3 @@ def _dask_task(spec: ShardSpec, resume: bool, run_id: str) -> ShardResult:
         result = pack_shard(spec, executor=executor, resume=resume, on_progress=progress)
     result.worker = str(worker.address)
     return result
-
-
-_MALLOC_TUNED = False
-
-
-def _tune_malloc() -> None:
-    """Undo, in this worker, what Dask's nanny does to malloc for our load.
-
-    The nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which
-    also freezes glibc's mmap threshold at 128 KiB: every decoded image
-    buffer becomes a fresh ``mmap`` whose pages fault in again, and packing
-    runs about 1.5x slower (measured). Image-sized buffers should come from
-    the heap and be reused, with at most 64 MiB of it kept free.
-    """
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED or not sys.platform.startswith("linux"):
-        return
-    _MALLOC_TUNED = True
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (musl, ...): nothing to undo
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's <malloc.h>
-    libc.mallopt(m_mmap_threshold, 32 << 20)
-    libc.mallopt(m_trim_threshold, 64 << 20)
