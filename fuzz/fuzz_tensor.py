@@ -1,6 +1,7 @@
-"""The normaliser (``im2rec.imaging._tensor.normalise``): any geometry and
-buffer sizes, negative and huge numbers included. ValueError or
-OverflowError, never a write or read outside the buffers."""
+"""The normaliser and the splitter (``im2rec.imaging._tensor.normalise`` and
+``split``): any geometry and buffer sizes, negative and huge numbers
+included. ValueError or OverflowError, never a write or read outside the
+buffers."""
 
 from __future__ import annotations
 
@@ -28,15 +29,20 @@ def test_one(data: bytes) -> None:
     pixel_bytes = fdp.PickValueInList([1, 3, 4, 2])
     channels = fdp.PickValueInList([1, 3, 2])
     flip = fdp.ConsumeBool()
-    out = np.zeros(fdp.ConsumeIntInRange(0, 4096), np.float32)
+    as_pixels = fdp.ConsumeBool()
+    out = np.zeros(fdp.ConsumeIntInRange(0, 4096), np.uint8 if as_pixels else np.float32)
     pixels = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 16384))
     row_bytes, left, top, width, height = geometry[0], *geometry[2:6]
     try:
-        _tensor.normalise(out, pixels, row_bytes, pixel_bytes, left, top, width, height,
-                          channels, [1.0] * 3, [0.5] * 3, flip)  # fmt: skip
+        if as_pixels:
+            _tensor.split(out, pixels, row_bytes, pixel_bytes, left, top, width, height,
+                          channels, flip)  # fmt: skip
+        else:
+            _tensor.normalise(out, pixels, row_bytes, pixel_bytes, left, top, width, height,
+                              channels, [1.0] * 3, [0.5] * 3, flip)  # fmt: skip
     except (ValueError, OverflowError):
         return
-    assert np.isfinite(out).all()
+    assert as_pixels or np.isfinite(out).all()
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ NORMALISE = dict(mean=(123.68, 116.28, 103.53), std=(58.395, 57.12, 57.375), ran
 
 def samples(aug: Augmenter, payloads: list[bytes], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    out = np.empty((len(payloads), *aug.data_shape), np.float32)
+    out = np.empty((len(payloads), *aug.data_shape), aug.dtype)
     for i, payload in enumerate(payloads):
         aug.write(payload, out[i], rng)
     return out
@@ -54,10 +54,11 @@ def general(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Augmenter:
 @pytest.mark.skipif(native.switched_off(), reason="IM2REC_NO_NATIVE: there is no one-pass path")
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 @pytest.mark.parametrize("channels", [3, 1])
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
 def test_one_pass_samples_are_the_general_paths(
-    recipe: str, channels: int, monkeypatch: pytest.MonkeyPatch
+    recipe: str, channels: int, dtype: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    options = dict(data_shape=(channels, 64, 72), **RECIPES[recipe], **NORMALISE)
+    options = dict(data_shape=(channels, 64, 72), dtype=dtype, **RECIPES[recipe], **NORMALISE)
     fast = Augmenter(**options)
     assert fast._one_pass, "the test must run the one-pass path"
     slow = general(monkeypatch, **options)
@@ -110,7 +111,7 @@ def test_what_the_region_decoder_does_not_take_goes_the_general_way(
 @pytest.mark.parametrize(
     "options",
     [dict(brightness=0.4), dict(max_random_contrast=0.2), dict(max_random_illumination=3),
-     dict(dtype="uint8"), dict(max_rotate_angle=10), dict(pad=4)],
+     dict(dtype="int8"), dict(max_rotate_angle=10), dict(pad=4)],
 )  # fmt: skip
 def test_options_beyond_the_recipe_keep_the_general_path(options: dict[str, Any]) -> None:
     assert not Augmenter(data_shape=(3, 32, 32), rand_crop=True, **options)._one_pass
@@ -165,3 +166,69 @@ def test_the_normaliser_computes_numpys_values(width: int, step: int, channels: 
             planes = planes.transpose(2, 0, 1)
             want = planes[:, :, ::-1] * k[:, None, None] if flip else planes * k[:, None, None]
             np.testing.assert_array_equal(out, want - mk[:, None, None])
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 16, 224])
+@pytest.mark.parametrize(
+    ("step", "channels"), [(4, 3), (3, 3), (1, 3), (1, 1)], ids=["rgbx", "rgb", "gray3", "gray"]
+)
+def test_split_gives_the_pixels_as_planes(width: int, step: int, channels: int) -> None:
+    rng = np.random.default_rng(width)
+    pixels = rng.integers(0, 256, (7, width + 3, step), np.uint8)
+    for flip in (False, True):
+        out = np.empty((channels, 5, width), np.uint8)
+        tensor.split(out, pixels.tobytes(), (width + 3) * step, step, 2, 1, width, 5, channels,
+                     flip)  # fmt: skip
+        window = pixels[1:6, 2 : 2 + width]
+        planes = (window[:, :, :3] if step > 1 else window[:, :, [0] * channels]).transpose(2, 0, 1)
+        np.testing.assert_array_equal(out, planes[:, :, ::-1] if flip else planes)
+
+
+def test_split_checks_every_size() -> None:
+    def split(**changes: Any) -> None:
+        args: dict[str, Any] = dict(
+            out=np.zeros((3, 4, 5), np.uint8), pixels=bytes(6 * 4 * 4), row_bytes=24,
+            pixel_bytes=4, left=1, top=0, width=5, height=4, channels=3, flip=True,
+        )  # fmt: skip
+        args.update(changes)
+        tensor.split(*args.values())
+
+    split()
+    for bad in (
+        dict(pixels=bytes(6 * 4 * 4 - 1)), dict(out=np.zeros((3, 4, 4), np.uint8)),
+        dict(row_bytes=23), dict(pixel_bytes=2), dict(left=-1), dict(top=1), dict(width=0),
+        dict(channels=2), dict(height=5), dict(out=np.zeros((3, 4, 5), np.uint8)[:, :, ::-1]),
+        dict(left=2**62), dict(width=2**62, row_bytes=2**63 - 1),
+    ):  # fmt: skip
+        with pytest.raises((ValueError, BufferError, TypeError, OverflowError)):
+            split(**bad)
+
+
+@pytest.mark.parametrize("mode", ["RGBX", "RGB", "L"])
+def test_pillows_arrow_export_is_read_in_place(mode: str) -> None:
+    image = photo(37, 11, 5).convert(mode)
+    if not hasattr(image, "__arrow_c_array__"):
+        pytest.skip("Pillow before 11.2 has no Arrow export")
+    step = 1 if mode == "L" else 4
+    channels = 1 if mode == "L" else 3
+    exported = fused._pixels(image)
+    assert isinstance(exported, tuple)  # the capsules, not a copy
+    raw = image.tobytes("raw", "RGBX" if step == 4 else "L")
+    for flip in (False, True):
+        via_arrow, via_bytes = (np.empty((channels, 11, 37), np.float32) for _ in range(2))
+        args = (37 * step, step, 0, 0, 37, 11, channels, [0.5] * channels, [1.0] * channels, flip)
+        tensor.normalise(via_arrow, exported, *args)
+        tensor.normalise(via_bytes, raw, *args)
+        np.testing.assert_array_equal(via_arrow, via_bytes)
+    out = np.empty((channels, 11, 37), np.float32)
+    with pytest.raises(ValueError, match="smaller"):  # its size is checked like any buffer's
+        tensor.normalise(out, exported, 37 * step, step, 0, 1, 37, 11, channels, [1.0] * 3,
+                         [0.0] * 3, False)  # fmt: skip
+    with pytest.raises(ValueError):
+        tensor.normalise(out, (exported[1], exported[0]), 37 * step, step, 0, 0, 37, 11,
+                         channels, [1.0] * 3, [0.0] * 3, False)  # fmt: skip
+    if mode != "L":
+        image16 = Image.new("I;16", (37, 11))
+        with pytest.raises(ValueError, match="8-bit"):
+            tensor.normalise(out, image16.__arrow_c_array__(), 37 * 2, 1, 0, 0, 37, 11, 1,
+                             [1.0], [0.0], False)  # fmt: skip

@@ -36,7 +36,7 @@ from . import fused, geometry, reuse
 from .color import Photometric
 from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
 
-__all__ = ["INTERPOLATION", "Augmenter"]
+__all__ = ["INTERPOLATION", "Augmenter", "process_rng"]
 
 #: Numeric options, checked to be finite numbers.
 #: the largest value of the options that scale colours (MXNet's recipes use
@@ -165,8 +165,8 @@ class Augmenter:
         set_(self, "_coef", ([float(v) for v in self._k.ravel()],
                              [float(v) for v in (self._mean * self._k).ravel()]))  # fmt: skip
         set_(self, "_one_pass", (
-            self.dtype == "float32" and self.geometry_planned and not self._photo.active()
-            and self.mean_img is None and self.max_random_contrast == 0
+            self.dtype in ("float32", "uint8") and self.geometry_planned
+            and not self._photo.active() and self.mean_img is None and self.max_random_contrast == 0
             and self.max_random_illumination == 0 and shape[0] in (1, 3) and fused.available()
         ))  # fmt: skip
         if self.mean_img is not None:
@@ -407,7 +407,7 @@ class Augmenter:
         :mod:`random` (which torch's DataLoader seeds differently in each
         worker)."""
         out = reuse.new_array(self.data_shape, self.dtype)
-        self.write(payload, out, _process_rng())
+        self.write(payload, out, process_rng())
         return out
 
     def replace(self, **changes: Any) -> Augmenter:
@@ -423,7 +423,10 @@ class Augmenter:
 _RNG: tuple[int, np.random.Generator] | None = None
 
 
-def _process_rng() -> np.random.Generator:
+def process_rng() -> np.random.Generator:
+    """This process's generator for :meth:`Augmenter.__call__`, seeded from
+    :mod:`random` on first use (torch's DataLoader seeds that differently in
+    each worker); a forked child makes its own."""
     global _RNG
     if _RNG is None or _RNG[0] != os.getpid():
         _RNG = (os.getpid(), np.random.default_rng(random.getrandbits(64)))
