@@ -3,7 +3,8 @@
 Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s),
 :mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.vocabulary`
 (MXNet's iterator keywords, batches and part/shuffle rules),
-:mod:`.batching` (batches built by workers in shared memory) and
+:mod:`.batching` (batches built by workers in shared memory), :mod:`.loading`
+(whole batches for a ``DataLoader``, moved without a copy) and
 :mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order).
 """
 
@@ -17,6 +18,7 @@ from .iterator import (
     ImageRecordUInt8Iter,
     MXArray,
 )
+from .loading import collate
 
 __all__ = [
     "Augmenter",
@@ -27,4 +29,5 @@ __all__ = [
     "ImageRecordUInt8Iter",
     "MXArray",
     "RecordDataset",
+    "collate",
 ]

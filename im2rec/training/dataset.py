@@ -27,6 +27,8 @@ from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
+from .augment import Augmenter, process_rng
+from .loading import Batch, collate, new_batch
 
 __all__ = ["RecordDataset"]
 
@@ -129,14 +131,36 @@ class RecordDataset:
         return len(self.keys)
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
+        return self._fetch(i, None)
+
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[tuple[Any, Any]]:
+        """The samples at ``indices``, as ``[ds[i] for i in indices]`` gives
+        them (torch's ``DataLoader`` calls this with a whole batch). With an
+        :class:`~im2rec.training.augment.Augmenter` on ``output="bytes"``
+        they are decoded into one array in shared memory, drawing the same
+        random numbers in the same order, and returned as a
+        :class:`~im2rec.training.loading.Batch`, which
+        :meth:`collate` turns into tensors without a copy."""
+        augment = self.transform
+        if self.output != "bytes" or not isinstance(augment, Augmenter) or not indices:
+            return [self._fetch(i, None) for i in indices]
+        images, home = new_batch(len(indices), augment.data_shape, augment.dtype)
+        labels = [self._fetch(i, images[j])[1] for j, i in enumerate(indices)]
+        return Batch(images, labels, home)
+
+    #: the ``collate_fn`` to give a ``DataLoader`` over this dataset
+    #: (:func:`im2rec.training.loading.collate`)
+    collate = staticmethod(collate)
+
+    def _fetch(self, i: int, into: np.ndarray | None) -> tuple[Any, Any]:
         n = len(self.keys)
         i = range(n)[i]  # IndexError past the end, as a sequence must (plain `for` loops)
         if not self.skip_corrupt:
-            return self._item(self.keys[i])
+            return self._item(self.keys[i], into)
         for step in range(n):
             key = self.keys[(i + step) % n]
             try:
-                return self._item(key)
+                return self._item(key, into)
             except ImageCodecError as exc:
                 offset = self.reader.index.offset_of(key)
                 why = str(exc.__cause__ or exc)
@@ -144,7 +168,9 @@ class RecordDataset:
                 warnings.warn(f"{exc}; skipped (on_corrupt='skip')", stacklevel=2)
         raise ImageCodecError(f"{self.reader.name}: none of its {n} records decodes")
 
-    def _item(self, key: Any) -> tuple[Any, Any]:
+    def _item(self, key: Any, into: np.ndarray | None) -> tuple[Any, Any]:
+        """Record ``key``'s sample; with ``into``, the transform (an
+        ``Augmenter``) writes the image there, as its ``__call__`` would."""
         header, payload = unpack(self.reader.read_key(key))
         label: Any = header.label if header.flag else float(header.label)
         if self.layout == "insightface" and header.flag:  # [identity, aligned]: as MXFaceDataset
@@ -157,7 +183,12 @@ class RecordDataset:
             image = self._decode(payload, key)
         if self.transform is not None:
             try:
-                image = self.transform(image)
+                if into is not None:
+                    assert isinstance(self.transform, Augmenter)
+                    self.transform.write(image, into, process_rng())
+                    image = into
+                else:
+                    image = self.transform(image)
             except ImageCodecError as exc:  # e.g. Augmenter on output="bytes"
                 raise self._codec_error(key, exc) from exc
         if self.target_transform is not None:

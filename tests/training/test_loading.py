@@ -1,0 +1,211 @@
+"""RecordDataset a batch at a time: __getitems__ and RecordDataset.collate
+(im2rec.training.loading), against the sample-at-a-time path."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training import augment as augment_module
+from im2rec.training import loading
+from im2rec.training.augment import Augmenter
+from im2rec.training.dataset import RecordDataset
+
+from .test_loader import jpeg
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader, default_collate  # noqa: E402
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Path:
+    with IndexedRecordWriter(tmp_path / "data.rec") as w:
+        for i in range(40):
+            w.write_key(i, pack((0, float(i % 7), i, 0), jpeg(40 + i, 32 + i % 5, i)))
+    return tmp_path / "data.rec"
+
+
+def training(rec: Path, **kw: Any) -> RecordDataset:
+    augment = Augmenter((3, 24, 24), random_resized_crop=True, min_random_area=0.08,
+                        rand_mirror=True, mean=(120, 115, 100), std=(58, 57, 57), **kw)  # fmt: skip
+    return RecordDataset(rec, output="bytes", transform=augment)
+
+
+class PerSample:
+    """The dataset as torch sees one without __getitems__: a sample a call."""
+
+    def __init__(self, ds: RecordDataset) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.ds[i]
+
+
+def fresh_rng(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    monkeypatch.setattr(augment_module, "_RNG", None)  # the next draw seeds again from random
+    random.seed(seed)
+
+
+def test_getitems_draws_as_getitem_does(rec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = training(rec)
+    order = [5, 0, 39, 5, 17]
+    fresh_rng(monkeypatch, 1)
+    one_by_one = [ds[i] for i in order]
+    fresh_rng(monkeypatch, 1)
+    batch = ds.__getitems__(order)
+    assert isinstance(batch, loading.Batch) and len(batch) == len(order)
+    assert batch.images.shape == (5, 3, 24, 24) and batch.images.dtype == np.float32
+    for (image, label), (want_image, want_label) in zip(batch, one_by_one, strict=True):
+        assert np.array_equal(image, want_image) and label == want_label
+    fresh_rng(monkeypatch, 2)
+    assert not np.array_equal(ds.__getitems__(order).images, batch.images)  # the seed counts
+
+
+def test_other_transforms_get_the_per_sample_list(rec: Path) -> None:
+    ds = RecordDataset(rec, output="numpy", transform=np.shape)
+    assert ds.__getitems__([3, 1]) == [ds[3], ds[1]]
+    assert RecordDataset(rec).__getitems__([]) == []
+
+
+def loaders(ds: RecordDataset, workers: int, method: str, seed: int) -> tuple[list[Any], list[Any]]:
+    """One epoch both ways, shuffled, with the same seeds."""
+    context = None if workers == 0 else multiprocessing.get_context(method)
+    runs = []
+    for dataset, collate in ((ds, RecordDataset.collate), (PerSample(ds), default_collate)):
+        torch.manual_seed(seed)  # seeds `random` in each worker: the augmenter draws from it
+        if workers == 0:
+            random.seed(seed)
+            augment_module._RNG = None
+        loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=workers,
+                            collate_fn=collate, multiprocessing_context=context,
+                            generator=torch.Generator().manual_seed(seed))  # fmt: skip
+        runs.append([(images.clone(), labels) for images, labels in loader])
+    return runs[0], runs[1]
+
+
+@pytest.mark.parametrize(("workers", "method"), [(0, ""), (2, "fork"), (2, "spawn")])
+def test_batched_dataloader_gives_the_per_sample_batches(
+    rec: Path, workers: int, method: str
+) -> None:
+    batched, per_sample = loaders(training(rec), workers, method, seed=7)
+    assert [len(images) for images, _ in batched] == [16, 16, 8]
+    for (images, labels), (want_images, want_labels) in zip(batched, per_sample, strict=True):
+        assert images.dtype == want_images.dtype == torch.float32
+        assert torch.equal(images, want_images)
+        assert labels.dtype == want_labels.dtype == torch.int64
+        assert torch.equal(labels, want_labels)
+    again, _ = loaders(training(rec), workers, method, seed=8)
+    assert not all(torch.equal(a, b) for (a, _), (b, _) in zip(batched, again, strict=True))
+
+
+def test_uint8_batches_and_float_labels(rec: Path) -> None:
+    ds = training(rec, dtype="uint8")
+    ds.labels = "float"
+    images, labels = RecordDataset.collate(ds.__getitems__([1, 2, 3]))
+    assert images.dtype == torch.uint8 and images.shape == (3, 3, 24, 24)
+    assert labels.dtype == torch.float64 and labels.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_default_collate_takes_a_batch_too(rec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = training(rec)
+    fresh_rng(monkeypatch, 3)
+    copied = default_collate(ds.__getitems__([4, 9]))
+    fresh_rng(monkeypatch, 3)
+    shared = RecordDataset.collate(ds.__getitems__([4, 9]))
+    assert torch.equal(copied[0], shared[0]) and torch.equal(copied[1], shared[1])
+
+
+def test_a_slot_is_reused_only_once_every_view_is_gone(
+    rec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loading, "_OWN", (os.getpid(), []))  # this test's block alone
+    ds = training(rec)
+    held = [RecordDataset.collate(ds.__getitems__([i, i + 1])) for i in range(loading.SLOTS)]
+    homes = {id(t[0].untyped_storage()) for t in held}
+    assert len(homes) == loading.SLOTS  # each batch in its own slot
+    values = [t[0].clone() for t in held]
+    # every slot held: the next batch goes to fresh memory, and no held one changes
+    extra = ds.__getitems__([20, 21])
+    assert extra.home is None
+    extra_images, _ = RecordDataset.collate(extra)
+    assert all(torch.equal(t[0], v) for t, v in zip(held, values, strict=True))
+    view = held[0][0][1:]  # a view keeps its batch's slot
+    first_home = held[0][0].data_ptr()
+    del held[0], extra_images
+    again = ds.__getitems__([30, 31])
+    assert again.home is None and torch.equal(view, values[0][1:])
+    del view
+    reused = ds.__getitems__([30, 31])
+    assert reused.home is not None and reused.images.ctypes.data == first_home
+
+
+def test_batches_stay_correct_without_dev_shm(rec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loading, "SHM_DIR", None)
+    monkeypatch.setattr(loading, "_OWN", (os.getpid(), []))
+    ds = training(rec)
+    batch = ds.__getitems__([0, 1])
+    assert batch.home is None
+    images, labels = RecordDataset.collate(batch)
+    assert images.shape == (2, 3, 24, 24) and labels.tolist() == [0, 1]
+    monkeypatch.setattr(loading, "SHM_DIR", str(Path(ds.reader.name).parent / "absent"))
+    monkeypatch.setattr(loading, "_OWN", (os.getpid(), []))
+    assert ds.__getitems__([0, 1]).home is None  # the block cannot be made: fresh memory
+
+
+def blocks_of(pids: set[int]) -> list[str]:
+    assert loading.SHM_DIR is not None
+    return [
+        name for name in os.listdir(loading.SHM_DIR)
+        if name.startswith("im2rec-batches-") and int(name.split("-")[2]) in pids
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
+@pytest.mark.parametrize("persistent", [False, True])
+def test_workers_blocks_leave_no_files(rec: Path, persistent: bool) -> None:
+    loader = DataLoader(training(rec), batch_size=8, num_workers=2,
+                        collate_fn=RecordDataset.collate, persistent_workers=persistent,
+                        multiprocessing_context="fork")  # fmt: skip
+    it = iter(loader)
+    pids = {w.pid for w in it._workers}  # type: ignore[attr-defined]
+    batches = list(it)
+    assert sum(len(images) for images, _ in batches) == 40
+    assert blocks_of(pids) == []  # named only until this process mapped them
+    del it, loader, batches
+
+
+@pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
+def test_blocks_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    child = multiprocessing.get_context("fork").Process(target=os.getpid)
+    child.start()
+    child.join()
+    assert loading.SHM_DIR is not None and child.pid is not None
+    stale = Path(loading.SHM_DIR) / f"im2rec-batches-{child.pid}-stale"
+    stale.write_bytes(b"\0" * 4096)
+    mine = loading.Slots(1024)
+    assert not stale.exists() and Path(mine.path).exists()
+    path = mine.path
+    del mine  # dropped: its name goes with it
+    assert not os.path.exists(path)
+
+
+def test_a_shorter_batch_takes_a_slot_of_the_block_it_fits(
+    rec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loading, "_OWN", (os.getpid(), []))
+    ds = training(rec)
+    full = ds.__getitems__(list(range(8)))
+    short = ds.__getitems__([8, 9, 10])  # an epoch's last batch
+    assert full.home is not None and short.home is not None
+    assert short.home.slots is full.home.slots and short.home.slot != full.home.slot
+    assert len(loading._OWN[1]) == 1
