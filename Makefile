@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts lock
+.PHONY: help install ffcv test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts lock
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,23 @@ lock: ## Refresh constraints/dev.txt, the pinned versions make install uses
 $(VENV)/.dali: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet 'nvidia-dali-cuda120==2.4.0'
 	@touch $@
+
+# The loader benchmark's other CPU reference: FFCV 1.0.2, in its own venv (it
+# wants numba and builds from source against OpenCV's and libjpeg-turbo's
+# headers, found with `pkg-config opencv4 libturbojpeg`: Debian's packages,
+# installed here when missing and allowed). A machine that cannot build it
+# still runs every other row: bench_loader.py says FFCV is missing.
+FFCV_VENV := .venv-ffcv
+FFCV_PYTHON ?= python3.11
+$(FFCV_VENV)/.installed: constraints/ffcv.txt
+	@pkg-config --exists opencv4 libturbojpeg 2>/dev/null || apt-get install -y --no-install-recommends \
+		libopencv-dev libturbojpeg0-dev pkg-config > /dev/null || { apt-get update > /dev/null \
+		&& apt-get install -y --no-install-recommends libopencv-dev libturbojpeg0-dev pkg-config > /dev/null; }
+	$(FFCV_PYTHON) -m venv $(FFCV_VENV)
+	$(FFCV_VENV)/bin/python -m pip install --quiet -c constraints/ffcv.txt 'torch==2.13.0' numpy pillow 'ffcv==1.0.2'
+	@touch $@
+
+ffcv: $(FFCV_VENV)/.installed ## Build FFCV 1.0.2 into .venv-ffcv (bench_loader.py's FFCV rows)
 
 test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks), on every core
 	$(PYTEST) -n auto -m "not compat"
@@ -129,11 +146,13 @@ OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_rem
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
 bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks beside their references: ratios printed, saved as JSON, drawn; fails on a miss
+	@$(MAKE) --no-print-directory ffcv || echo "FFCV could not be built here: bench_loader.py runs without it"
 	@$(BIN)/python -m compileall -q im2rec  # bytecode, as an installed wheel has (see benchutil)
 	@failed=""; \
 	for b in $(MX_BENCHES) $(OWN_BENCHES); do \
 		echo "== $$b"; \
 		case " $(MX_BENCHES) " in *" $$b "*) args="--mx-python $(MX_VENV)/bin/python";; *) args="";; esac; \
+		[ $$b = bench_loader.py ] && args="$$args --ffcv-python $(FFCV_VENV)/bin/python"; \
 		$(BIN)/python bench/$$b $$args || failed="$$failed $$b"; \
 	done; \
 	$(BIN)/python bench/charts.py; \

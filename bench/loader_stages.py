@@ -1,0 +1,86 @@
+"""Where an image's time goes on the loader path, one core, CPU time:
+bench_loader.py's breakdown behind its "of the bound" column.
+
+    .venv/bin/python bench/loader_stages.py DATA.rec
+
+For the 256-px random-resized-crop row (area 0.08-1, aspect 3/4-4/3, flip,
+224x224 float32 normalised), over the first 1,000 records, best of 3 passes
+after a warm-up one. Stages, each timed around its own call:
+
+- ``decode``: libjpeg-turbo decoding the crop's rows and columns at the DCT
+  scale picked (what the decode-only bound measures, plus the few pixels
+  around the crop that the bilinear filter reaches, four bytes a pixel);
+- ``resample``: Pillow resizing that window to 224x224;
+- ``export``: Pillow handing the resized pixels over (its Arrow export,
+  read in place, on Pillow 11.2 and later; else ``tobytes``, a copy);
+- ``normalise``: casting, scaling, shifting and mirroring them into the
+  float32 planes (``im2rec.imaging._tensor``);
+- ``python``: the rest of ``Augmenter.write`` (drawing the crop, planning
+  the window, the calls between).
+
+Prints one JSON line of milliseconds per image.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from im2rec.executors import tune_malloc
+from im2rec.imaging import _tensor, jpeg
+from im2rec.recordio import IndexedRecordReader, unpack
+from im2rec.training.augment import Augmenter, fused, geometry
+
+tune_malloc()  # as the loaders' workers do
+reader = IndexedRecordReader(sys.argv[1])
+payloads = [bytes(unpack(reader[i])[1]) for i in range(min(len(reader), 1000))]
+augment = Augmenter((3, 224, 224), random_resized_crop=True, min_random_area=0.08,
+                    min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3, rand_mirror=True,
+                    mean=(123.68, 116.78, 103.94), std=(58.4, 57.12, 57.38))  # fmt: skip
+assert augment._one_pass, "the one-pass path is the one measured"
+out = np.empty((3, 224, 224), np.float32)
+k, mk = augment._coef
+best: dict[str, float] = {}
+for attempt in range(4):
+    spent = dict.fromkeys(("decode", "resample", "export", "normalise", "whole"), 0.0)
+    rng = np.random.default_rng(attempt)
+    for payload in payloads:
+        t0 = time.process_time()
+        augment.write(payload, out, rng)  # the whole of it, as the loaders run it
+        t1 = time.process_time()
+        plan, chosen = augment._plan(geometry.pick_interp(augment.inter_method, rng), rng)
+        real = jpeg._native.decode
+        windows: list[float] = []
+
+        def timed(*args, _real=real, _times=windows):
+            s = time.process_time()
+            got = _real(*args)
+            _times.append(time.process_time() - s)
+            return got
+
+        jpeg._native.decode = timed
+        try:
+            got = jpeg.window(payload, 1, plan, chosen, rgbx=True)
+        finally:
+            jpeg._native.decode = real
+        assert got is not None and got.cut is None
+        t2 = time.process_time()
+        im = got.finish(got.image())
+        t3 = time.process_time()
+        pixels = fused._pixels(im)
+        t4 = time.process_time()
+        w, h = got.size
+        _tensor.normalise(out, pixels, w * 4, 4, 0, 0, w, h, 3, k, mk, rng.random() < 0.5)
+        t5 = time.process_time()
+        spent["whole"] += t1 - t0
+        spent["decode"] += windows[0]
+        spent["resample"] += t3 - t2
+        spent["export"] += t4 - t3
+        spent["normalise"] += t5 - t4
+    if attempt:
+        for name, value in spent.items():
+            best[name] = min(best.get(name, float("inf")), value / len(payloads) * 1e3)
+best["python"] = max(0.0, best["whole"] - best["decode"] - best["resample"] - best["export"]
+                     - best["normalise"])  # fmt: skip
+print(json.dumps({name: round(value, 4) for name, value in best.items()}))
