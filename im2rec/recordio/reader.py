@@ -17,13 +17,16 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import MissingFileError, RecordFormatError
 from ..storage.files import FileView
 from .framing import iter_heads, read_record
 from .index import RecordIndex, load_index
 from .views import KeyView
+
+if TYPE_CHECKING:  # (numpy: the header walks of `rec info` start without it)
+    from ..storage.blockcache import BlockCache
 
 __all__ = ["IndexedRecordReader", "RecordReader", "build_index"]
 
@@ -38,12 +41,14 @@ class RecordReader:
         path: str | os.PathLike[str] | bytes,
         *,
         storage_options: dict[str, Any] | None = None,
+        cache: BlockCache | None = None,
     ):
         from .. import storage
 
         location = os.fsdecode(path)
         self.location = location
         self.storage_options = storage_options
+        self.cache = cache if storage.is_url(location) else None
         # a URL keeps its text: Path() would fold "s3://b/x" into "s3:/b/x"
         self.path = (
             Path(location) if not storage.is_url(location) else Path(location.split("://")[-1])
@@ -59,9 +64,14 @@ class RecordReader:
             if self._view is None:
                 from ..storage import open_view
 
-                self._view = open_view(self.location, self.storage_options)
+                self._view = open_view(self.location, self.storage_options, cache=self.cache)
                 self._size = self._view.size
+                self._opened(self._view)
             return self._view
+
+    def _opened(self, view: FileView) -> None:
+        """Called once the file is open (the indexed reader aligns a cached
+        view's blocks to its records)."""
 
     @property
     def remote(self) -> bool:
@@ -128,7 +138,10 @@ class RecordReader:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_lock=None, _view=None, _size=0)
+        if getattr(self._view, "portable", False):  # a cached view travels: no new lookup
+            state.update(_lock=None)
+        else:
+            state.update(_lock=None, _view=None, _size=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -163,10 +176,11 @@ class IndexedRecordReader(RecordReader):
         key_type: Callable[[str], Any] = int,
         missing_index: Literal["error", "scan"] = "error",
         storage_options: dict[str, Any] | None = None,
+        cache: BlockCache | None = None,
     ):
         if missing_index not in ("error", "scan"):
             raise ValueError(f"missing_index must be 'error' or 'scan', not {missing_index!r}")
-        super().__init__(rec, storage_options=storage_options)
+        super().__init__(rec, storage_options=storage_options, cache=cache)
         from ..storage import exists, sibling
 
         index_location = sibling(self.location, ".idx") if idx is None else os.fsdecode(idx)
@@ -191,6 +205,13 @@ class IndexedRecordReader(RecordReader):
                 ) from None
             self.index.check_within(self._size, self.name)
         self._offsets = self.index.offsets
+        if self._view is not None:
+            self._opened(self._view)
+
+    def _opened(self, view: FileView) -> None:
+        align = getattr(view, "align", None)  # a cached view's blocks begin at records
+        if align is not None and getattr(self, "index", None) is not None:
+            align(self.index.offsets)
 
     def __getstate__(self) -> dict[str, Any]:
         # (the offsets are the index's: sent once, with it, so that a mapped

@@ -82,14 +82,23 @@ def open_view(
     location: Location | bytes,
     storage_options: dict[str, Any] | None = None,
     directory_error: str = "is a directory, not a .rec file",
+    cache: Any = None,
 ) -> FileView:
     """A view of a ``.rec`` (see :class:`FileView`): local files are read with
-    ``pread``, URLs with ranged requests."""
+    ``pread``, URLs with ranged requests, or through whole blocks kept in
+    ``cache`` (a :class:`~im2rec.storage.blockcache.BlockCache`)."""
     if isinstance(location, bytes):
         location = os.fsdecode(location)
     if is_url(location):
         from .remote import RemoteView
 
+        if cache is not None:
+            from .blockcache import CachedView
+
+            url = os.fspath(location)
+            return CachedView.open(
+                url, storage_options, cache, RemoteView.lookup(url, storage_options)
+            )
         return RemoteView.open(os.fspath(location), storage_options)
     if storage_options:
         raise ConfigError("storage_options apply to URLs, not to local paths")

@@ -174,6 +174,12 @@ class RemoteView(FileView):
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any] | None = None) -> RemoteView:
+        return cls(url, cls.lookup(url, storage_options)["size"], storage_options)
+
+    @staticmethod
+    def lookup(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What the store says of ``url`` (its ``size`` checked, and whatever
+        tags it gives: ETag, modification time)."""
         fs, path = filesystem(url, storage_options)
 
         def info() -> dict[str, Any]:
@@ -206,7 +212,7 @@ class RemoteView(FileView):
                 f"size {size!r}); im2rec reads records by byte range and needs the size: serve "
                 "it with a Content-Length (any static file server does)"
             )
-        return cls(url, size, storage_options)
+        return details
 
     # -- fetching ------------------------------------------------------------
 

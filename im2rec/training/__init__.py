@@ -9,6 +9,7 @@ Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s),
 """
 
 from .augment import Augmenter
+from .blockorder import BlockSampler
 from .dataset import RecordDataset
 from .iterator import (
     DataBatch,
@@ -22,6 +23,7 @@ from .loading import collate
 
 __all__ = [
     "Augmenter",
+    "BlockSampler",
     "DataBatch",
     "DataDesc",
     "ImageRecordInt8Iter",

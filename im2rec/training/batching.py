@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ConfigError, ImageCodecError, RecordFormatError
 from ..executors import LocalExecutor, WorkerCrashed, check_stop, default_workers, fork_is_safe
 from ..recordio import RecordReader, unpack
+from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 
 __all__ = [
@@ -125,6 +126,7 @@ class BatchJob:
     labels_from_header: bool
     skip_corrupt: bool
     storage_options: dict[str, Any] | None = None
+    cache: BlockCache | None = None
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,9 @@ def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: s
     """Worker entry point: fill ``job``'s slot of the shared block."""
     reader = _READERS.get(job.rec)
     if reader is None:
-        reader = _READERS[job.rec] = RecordReader(job.rec, storage_options=job.storage_options)
+        reader = _READERS[job.rec] = RecordReader(
+            job.rec, storage_options=job.storage_options, cache=job.cache
+        )
     views = layout.views(attach(shm_name).buf, job.slot)
     try:
         return fill_batch(job, reader, augmenter, views)
@@ -299,6 +303,7 @@ class Workers:
         augmenter: Augmenter,
         rec: str,
         storage_options: dict[str, Any] | None,
+        cache: BlockCache | None = None,
     ) -> None:
         count = min(4, default_workers()) if threads is None else max(0, threads)
         self.count = count
@@ -310,7 +315,9 @@ class Workers:
         # Threads and the inline path share one reader (pread needs no lock);
         # worker processes open the file themselves.
         self.reader = (
-            None if self.kind == "processes" else RecordReader(rec, storage_options=storage_options)
+            None
+            if self.kind == "processes"
+            else RecordReader(rec, storage_options=storage_options, cache=cache)
         )
         slots = max(1, prefetch, count) if count > 1 else 1
         size = slots * layout.slot_bytes

@@ -27,6 +27,7 @@ from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
+from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
 from .loading import Batch, collate, new_batch
 
@@ -53,7 +54,12 @@ class RecordDataset:
     ``missing_index="scan"``, the default; ``"error"`` refuses.
     ``min_size=(w, h)`` decodes JPEGs at the smallest DCT scale (1/2, 1/4,
     1/8) that keeps both sides at least that size: for training below half
-    the stored resolution.
+    the stored resolution. A URL read with ``cache`` (a folder, or a
+    :class:`~im2rec.storage.blockcache.BlockCache` with its size budget) is
+    read through whole blocks kept in that folder: with a
+    :class:`~im2rec.training.blockorder.BlockSampler`, an epoch makes a
+    request per block, not per sample, and a later one none at all if the
+    dataset fits the budget.
 
     An image that does not decode (in this class or in ``transform``) raises
     :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.
@@ -77,6 +83,7 @@ class RecordDataset:
         on_corrupt: Literal["raise", "skip"] = "raise",
         labels: Literal["class", "float"] = "class",
         storage_options: dict[str, Any] | None = None,
+        cache: BlockCache | str | os.PathLike[str] | None = None,
     ):
         if layout not in ("auto", "plain", "insightface"):
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
@@ -93,8 +100,10 @@ class RecordDataset:
         ):
             raise ValueError(f"min_size must be (width, height) in pixels, not {min_size!r}")
         self.min_size = None if min_size is None else (int(min_size[0]), int(min_size[1]))
+        if cache is not None and not isinstance(cache, BlockCache):
+            cache = BlockCache(os.fspath(cache))
         self.reader = IndexedRecordReader(
-            rec, idx, missing_index=missing_index, storage_options=storage_options
+            rec, idx, missing_index=missing_index, storage_options=storage_options, cache=cache
         )
         if self.reader.index_scanned:
             warnings.warn(
@@ -116,6 +125,15 @@ class RecordDataset:
         if self.layout == "insightface":
             first = int(unpack(self.reader.read_key(0))[0].label[0])
             self.keys = range(1, first)
+
+    def record_offsets(self) -> np.ndarray:
+        """Where each sample's record starts in the file (int64), in the
+        dataset's order: what :class:`~im2rec.training.blockorder.BlockSampler`
+        groups into blocks."""
+        index = self.reader.index
+        if isinstance(self.keys, range):  # InsightFace's image keys
+            return np.fromiter((index.offset_of(k) for k in self.keys), np.int64, len(self.keys))
+        return np.asarray(index.offsets, np.int64)
 
     def _detect(self, layout: Layout) -> Literal["plain", "insightface"]:
         if layout != "auto":

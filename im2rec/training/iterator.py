@@ -24,8 +24,10 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, Im2RecError
+from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 from .batching import BatchBuffers, BatchJob, Pending, SlotLayout, Workers
+from .blockorder import block_plan
 from .vocabulary import (
     DataBatch,
     DataDesc,
@@ -87,6 +89,8 @@ class ImageRecordIter:
         label_name: str = "softmax_label",
         on_corrupt: Literal["raise", "skip"] = "raise",
         storage_options: dict[str, Any] | None = None,
+        cache: BlockCache | str | os.PathLike[str] | None = None,
+        block_window: int = 4,
         **options: Any,
     ):
         if on_corrupt not in ("raise", "skip"):
@@ -117,10 +121,10 @@ class ImageRecordIter:
         self.storage_options = storage_options
         path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
         self.path_imgrec = path_imgrec
-        self._offsets = part(
-            record_offsets(path_imgrec, path_imgidx, verbose, storage_options),
-            num_parts,
-            part_index,
+        every = record_offsets(path_imgrec, path_imgidx, verbose, storage_options)
+        self._offsets = part(every, num_parts, part_index)
+        self.cache, self._plan = block_plan(
+            path_imgrec, storage_options, cache, every, self._offsets, block_window
         )
         if round_batch and batch_size > len(self._offsets):
             raise ConfigError(
@@ -147,7 +151,7 @@ class ImageRecordIter:
         self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
         self._workers = Workers(
             preprocess_threads, prefetch_buffer, self.layout, self.augmenter, path_imgrec,
-            storage_options,
+            storage_options, self.cache,
         )  # fmt: skip
         self._start_epoch()
 
@@ -177,6 +181,8 @@ class ImageRecordIter:
         self._top_up()
 
     def _epoch_order(self, epoch: int) -> np.ndarray:
+        if self._plan is not None:  # a cached remote .rec: a block at a time
+            return self._plan.order(self.seed, epoch, self.shuffle)
         n = len(self._offsets)
         return epoch_order(n, self.shuffle, self.seed, epoch, self._chunks, self.shuffle_chunk_seed)
 
@@ -188,6 +194,8 @@ class ImageRecordIter:
         real = len(positions)
         if real < b and self.round_batch:  # wrap to the start of this epoch's order
             positions = np.concatenate([positions, order[: b - real]])
+        if self._plan is not None:
+            self._plan.ask(positions, epoch)
         return BatchJob(
             rec=str(self.path_imgrec),
             offsets=self._offsets[positions],
@@ -197,6 +205,7 @@ class ImageRecordIter:
             labels_from_header=self._labels is None,
             skip_corrupt=self.skip_corrupt,
             storage_options=self.storage_options,
+            cache=self.cache,
         )
 
     def _top_up(self) -> None:

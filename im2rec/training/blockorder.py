@@ -1,0 +1,243 @@
+"""Shuffled epochs that read a ``.rec`` a block at a time.
+
+A uniformly shuffled epoch jumps across the whole file at every sample:
+over an object store that is a request per sample, on a network file
+system a seek. :class:`BlockSampler` shuffles at two levels instead:
+
+1. the file is cut into blocks of consecutive records (``block_bytes``,
+   tens of MB; for a cached remote dataset, the cache's own blocks), and
+   the epoch visits the blocks in a random order;
+2. the records of each run of ``window`` consecutive blocks (in that
+   order) are shuffled together.
+
+So an epoch reads each block once, whole, and at any time needs only a
+window of blocks; a record's neighbours in a batch come from ``window``
+places in the file. The order is a function of ``(seed, epoch)`` alone:
+every record exactly once an epoch, the same order on every run, another
+for every epoch. Across ranks (``num_replicas``/``rank``, as torch's
+``DistributedSampler``) the blocks are dealt out, so each rank reads its own
+part of the file; the shorter parts repeat a few of their records (or, with
+``drop_last``, the longer ones drop a few) so every rank has as many.
+``set_epoch(epoch, start=n)`` resumes an epoch after its first ``n``
+samples. With a cached remote dataset the sampler also tells the cache
+which blocks come next, so they are fetched, several at once, before the
+DataLoader's workers ask for them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..storage.blockcache import BlockCache, CachedView
+
+__all__ = ["BlockPlan", "BlockSampler", "epoch_order"]
+
+
+def epoch_order(
+    blocks: np.ndarray,
+    seed: int,
+    epoch: int,
+    window: int,
+    num_replicas: int = 1,
+    rank: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(samples, block_sequence)`` of one epoch for ``rank``: the sample
+    positions in order, and the blocks in the order they are read.
+    ``blocks[i]`` is sample ``i``'s block (any non-negative integers)."""
+    rng = np.random.default_rng([seed, epoch])
+    ids, members = np.unique(blocks, return_inverse=True)
+    visit = rng.permutation(len(ids))[rank::num_replicas]
+    # samples grouped by block, in file order within each
+    by_block = np.argsort(members, kind="stable")
+    bounds = np.searchsorted(members[by_block], np.arange(len(ids) + 1))
+    pieces = []
+    for first in range(0, len(visit), window):
+        group = visit[first : first + window]
+        chosen = np.concatenate([by_block[bounds[b] : bounds[b + 1]] for b in group])
+        pieces.append(rng.permutation(chosen))
+    samples = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    return samples.astype(np.int64), ids[visit]
+
+
+class BlockSampler:
+    """A torch ``DataLoader`` sampler over a
+    :class:`~im2rec.training.dataset.RecordDataset` (no torch needed):
+    block-shuffled epochs (see the module). ``block_bytes`` defaults to the
+    dataset's cache blocks, or 32 MiB for a local file."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        seed: int = 0,
+        window: int = 4,
+        block_bytes: int | None = None,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if window < 1:
+            raise ConfigError(f"window must be at least 1 block, not {window}")
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ConfigError(f"need 0 <= rank < num_replicas, not rank {rank} of {num_replicas}")
+        self.seed, self.window, self.drop_last = int(seed), int(window), drop_last
+        self.num_replicas, self.rank = num_replicas, rank
+        offsets = dataset.record_offsets()
+        view = dataset.reader._ensure_open()
+        self.view = view if isinstance(view, CachedView) else None
+        if self.view is not None and block_bytes is None:
+            self.blocks = self.view.block_of(offsets)
+        else:
+            size = int(block_bytes or 32 << 20)
+            if size < 1:
+                raise ConfigError(f"block_bytes must be positive, not {size}")
+            self.blocks = offsets // size
+        if self.view is not None:
+            cache = self.view.cache
+            need = (2 * window + cache.ahead) * cache.block_bytes
+            if cache.budget < need:
+                raise ConfigError(
+                    f"the cache budget ({cache.budget:,} bytes) is smaller than two windows of "
+                    f"{window} blocks and {cache.ahead} ahead ({need:,} bytes): blocks would "
+                    "be dropped before they are read; raise the budget, or use smaller blocks "
+                    "or a smaller window"
+                )
+        self.epoch, self.start = 0, 0
+        counts = [
+            len(epoch_order(self.blocks, self.seed, 0, self.window, num_replicas, r)[0])
+            for r in range(num_replicas)
+        ] if num_replicas > 1 else [len(self.blocks)]  # fmt: skip
+        self.per_rank = min(counts) if drop_last else max(counts)
+        if self.per_rank == 0 and len(self.blocks):
+            raise ConfigError(
+                f"{num_replicas} ranks but only {len(np.unique(self.blocks))} blocks: some ranks "
+                "would read nothing; use smaller blocks (block_bytes) or fewer ranks"
+            )
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch the next iteration runs (its order), beginning after its
+        first ``start`` samples (to resume one)."""
+        if not 0 <= start <= self.per_rank:
+            raise ConfigError(f"start must be 0 to {self.per_rank:,}, not {start:,}")
+        self.epoch, self.start = int(epoch), int(start)
+
+    def state_dict(self, consumed: int = 0) -> dict[str, int]:
+        """What resumes this epoch after ``consumed`` samples:
+        ``load_state_dict`` of it, then iterate."""
+        return {"seed": self.seed, "epoch": self.epoch, "start": self.start + consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if int(state["seed"]) != self.seed:
+            raise ConfigError(
+                f"the state is of seed {state['seed']}, this sampler's is {self.seed}"
+            )
+        self.set_epoch(int(state["epoch"]), int(state["start"]))
+
+    def order(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's samples for the current epoch (all of them, from
+        the first), and its blocks in reading order."""
+        samples, visit = epoch_order(
+            self.blocks, self.seed, self.epoch, self.window, self.num_replicas, self.rank
+        )
+        if len(samples) > self.per_rank:
+            samples = samples[: self.per_rank]
+        elif len(samples) < self.per_rank:  # repeat from the start, as DistributedSampler pads
+            repeats = -(-self.per_rank // max(1, len(samples)))
+            samples = np.tile(samples, repeats)[: self.per_rank]
+        return samples, visit
+
+    def __len__(self) -> int:
+        return self.per_rank - self.start
+
+    def __iter__(self) -> Iterator[int]:
+        samples, visit = self.order()
+        start = self.start
+        self.start = 0  # the next epoch starts from its beginning
+        if self.view is None:
+            yield from samples[start:].tolist()
+            return
+        # Tell the cache what comes next: as the samples reach a block, the
+        # blocks of the next windows are fetched (``ahead`` at a time).
+        ahead = max(self.view.cache.ahead, self.window)
+        position = {int(b): k for k, b in enumerate(visit)}
+        reached = -1
+        blocks = self.blocks
+        for i in range(start, len(samples)):
+            sample = int(samples[i])
+            k = position.get(int(blocks[sample]), reached)
+            if k > reached:
+                reached = k
+                first = (k // self.window) * self.window
+                self.view.prefetch(visit[first : first + self.window + ahead])
+            yield sample
+
+
+class BlockPlan:
+    """An :class:`~im2rec.training.iterator.ImageRecordIter`'s epochs over
+    a cached remote ``.rec``: the block order of each epoch, and the blocks
+    to fetch ahead as its batches are handed out."""
+
+    def __init__(self, view: CachedView, every: np.ndarray, mine: np.ndarray, window: int):
+        if window < 1:
+            raise ConfigError(f"block_window must be at least 1 block, not {window}")
+        view.align(every)  # (left in the cache for the workers, which have no index)
+        self.view, self.window = view, window
+        self.blocks = view.block_of(mine)
+        self._visits: dict[int, dict[int, int]] = {}
+        self._orders: dict[int, np.ndarray] = {}
+        self._reached: dict[int, int] = {}
+
+    def order(self, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+        """The records of ``epoch`` (positions): block-shuffled, or in file
+        order without ``shuffle``."""
+        if shuffle:
+            samples, visit = epoch_order(self.blocks, seed, epoch, self.window)
+        else:
+            samples, visit = np.arange(len(self.blocks)), np.unique(self.blocks)
+        for old in [e for e in self._visits if e < epoch - 1]:  # two epochs at most
+            del self._visits[old], self._orders[old], self._reached[old]
+        self._orders[epoch] = visit
+        self._visits[epoch] = {int(b): k for k, b in enumerate(visit)}
+        self._reached[epoch] = -1
+        return samples
+
+    def ask(self, positions: np.ndarray, epoch: int) -> None:
+        """A batch of these records is being handed out: fetch the blocks of
+        its window and the next ones."""
+        where = self._visits.get(epoch)
+        if where is None:
+            return
+        k = max(where.get(int(b), -1) for b in np.unique(self.blocks[positions]))
+        if k > self._reached[epoch]:
+            self._reached[epoch] = k
+            first = (k // self.window) * self.window
+            ahead = max(self.view.cache.ahead, self.window)
+            self.view.prefetch(self._orders[epoch][first : first + self.window + ahead])
+
+
+def block_plan(
+    rec: str,
+    storage_options: dict[str, Any] | None,
+    cache: BlockCache | str | os.PathLike[str] | None,
+    every: np.ndarray,
+    mine: np.ndarray,
+    window: int,
+) -> tuple[BlockCache | None, BlockPlan | None]:
+    """An iterator's ``cache`` (made of a folder name) and its plan, for a
+    URL read through a cache; ``(None, None)`` otherwise (a local file is
+    read in place: ``shuffle_chunk_size`` gives it MXNet's chunk order)."""
+    from ..recordio import RecordReader
+    from ..storage import is_url
+
+    if cache is None or not is_url(rec):
+        return None, None
+    if not isinstance(cache, BlockCache):
+        cache = BlockCache(os.fspath(cache))
+    view = RecordReader(rec, storage_options=storage_options, cache=cache)._ensure_open()
+    assert isinstance(view, CachedView)
+    return cache, BlockPlan(view, every, mine, window)
