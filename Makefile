@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install ffcv test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts lock
+.PHONY: help install ffcv stream-peers test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts lock
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -65,6 +65,22 @@ $(FFCV_VENV)/.installed: constraints/ffcv.txt
 	@touch $@
 
 ffcv: $(FFCV_VENV)/.installed ## Build FFCV 1.0.2 into .venv-ffcv (bench_loader.py's FFCV rows)
+
+# bench_stream.py's references: litdata and MosaicML Streaming, with im2rec
+# (editable, Pillow-SIMD) for the same transform on their samples.
+STREAM_VENV := .venv-stream
+$(STREAM_VENV)/.installed: constraints/stream.txt $(VENV)/.native
+	$(FFCV_PYTHON) -m venv $(STREAM_VENV)
+	$(STREAM_VENV)/bin/python -m pip install --quiet -c constraints/stream.txt 'torch==2.13.0' \
+		litdata mosaicml-streaming boto3 click rich numpy
+	@# (torchvision comes with MosaicML's deps, and PyPI's build does not load beside
+	@# this CPU torch; only MosaicML's vision dataset classes want it: not used)
+	$(STREAM_VENV)/bin/python -m pip uninstall --yes --quiet torchvision
+	scripts/install-pillow-simd.sh $(STREAM_VENV)
+	$(STREAM_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+stream-peers: $(STREAM_VENV)/.installed ## litdata and MosaicML Streaming in .venv-stream (bench_stream.py)
 
 test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks), on every core
 	$(PYTEST) -n auto -m "not compat"
@@ -141,12 +157,13 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py bench_scale.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py
+OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_stream.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
 bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks beside their references: ratios printed, saved as JSON, drawn; fails on a miss
 	@$(MAKE) --no-print-directory ffcv || echo "FFCV could not be built here: bench_loader.py runs without it"
+	@$(MAKE) --no-print-directory stream-peers || echo "no litdata/MosaicML here: bench_stream.py runs without them"
 	@$(BIN)/python -m compileall -q im2rec  # bytecode, as an installed wheel has (see benchutil)
 	@failed=""; \
 	for b in $(MX_BENCHES) $(OWN_BENCHES); do \
