@@ -181,6 +181,7 @@ _LEAVE_THREADS = (
     "tests/storage/test_storage.py",
     "tests/packing/test_remote_pack.py",
     "tests/packing/test_sharding.py",
+    "tests/training/test_blockorder.py",
 )
 
 

@@ -228,6 +228,10 @@ def test_a_block_sampler_over_s3(folder: Path, tmp_path: Path) -> None:
         # the same seed and epoch: the same order, in another process's view
         other = BlockSampler(cached_dataset(url, tmp_path / "cache"), seed=2, window=3)
         assert list(other) == orders[0]
+        # resumed after 77 samples of epoch 1: the rest of that epoch's order
+        sampler.set_epoch(1)
+        other.load_state_dict(sampler.state_dict(consumed=77))
+        assert list(other) == orders[1][77:]
         # two ranks, DataLoader workers each: every record once between them
         seen = []
         for rank in range(2):
