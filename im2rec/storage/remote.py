@@ -55,6 +55,18 @@ _FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
 _LOCK = threading.Lock()
 
 
+def _new_lock() -> None:
+    # A DataLoader forks its workers while a block cache's threads may be
+    # fetching in the parent: one of them may hold this lock at that moment,
+    # and the child's copy would stay held for ever.
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
+
+
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
     """``(fsspec filesystem, path within it)`` for ``url``; one filesystem
     per process, protocol and options (a forked child makes its own: the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -305,3 +306,16 @@ def test_errors_are_classified_by_what_they_say_not_by_the_url() -> None:
                       remote.RemoteError)  # fmt: skip
     assert remote._classify(url, ConnectionResetError(f"reset while reading {url}")) is None
     assert remote._classify(url, OSError("bucket/403/404.rec: timed out")) is None
+
+
+def test_a_child_forked_while_the_lookup_lock_is_held_can_still_look_up() -> None:
+    remote._LOCK.acquire()  # as a block cache's fetching thread may hold it at a fork
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its own lock, free
+            got = remote._LOCK.acquire(timeout=5)
+            os._exit(0 if got else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        remote._LOCK.release()
+    assert os.waitstatus_to_exitcode(status) == 0
