@@ -49,9 +49,9 @@ def epoch_order(
     """``(samples, block_sequence)`` of one epoch for ``rank``: the sample
     positions in order, and the blocks in the order they are read.
     ``blocks[i]`` is sample ``i``'s block (any non-negative integers)."""
-    rng = np.random.default_rng([seed, epoch])
     ids, members = np.unique(blocks, return_inverse=True)
-    visit = rng.permutation(len(ids))[rank::num_replicas]
+    rng, dealt = _dealt(len(ids), seed, epoch)
+    visit = dealt[rank::num_replicas]
     # samples grouped by block, in file order within each
     by_block = np.argsort(members, kind="stable")
     bounds = np.searchsorted(members[by_block], np.arange(len(ids) + 1))
@@ -62,6 +62,13 @@ def epoch_order(
         pieces.append(rng.permutation(chosen))
     samples = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
     return samples.astype(np.int64), ids[visit]
+
+
+def _dealt(blocks: int, seed: int, epoch: int) -> tuple[np.random.Generator, np.ndarray]:
+    """The epoch's generator and its order of the ``blocks`` (block ``k``
+    of it goes to rank ``k % num_replicas``)."""
+    rng = np.random.default_rng([seed, epoch])
+    return rng, rng.permutation(blocks)
 
 
 class BlockSampler:
@@ -107,24 +114,30 @@ class BlockSampler:
                     "be dropped before they are read; raise the budget, or use smaller blocks "
                     "or a smaller window"
                 )
-        self.epoch, self.start = 0, 0
-        counts = [
-            len(epoch_order(self.blocks, self.seed, 0, self.window, num_replicas, r)[0])
-            for r in range(num_replicas)
-        ] if num_replicas > 1 else [len(self.blocks)]  # fmt: skip
-        self.per_rank = min(counts) if drop_last else max(counts)
-        if self.per_rank == 0 and len(self.blocks):
+        self._sizes = np.unique(self.blocks, return_counts=True)[1]  # records a block
+        if 0 < len(self._sizes) < num_replicas:
             raise ConfigError(
-                f"{num_replicas} ranks but only {len(np.unique(self.blocks))} blocks: some ranks "
-                "would read nothing; use smaller blocks (block_bytes) or fewer ranks"
+                f"{num_replicas} ranks but only {len(self._sizes)} blocks: some ranks would "
+                "read nothing; use smaller blocks (block_bytes) or fewer ranks"
             )
+        self.set_epoch(0)
+
+    def _per_rank(self, epoch: int) -> int:
+        """Samples each rank gets in ``epoch``: the blocks are dealt anew
+        every epoch, so the parts' lengths change with it."""
+        if self.num_replicas == 1:
+            return len(self.blocks)
+        dealt = self._sizes[_dealt(len(self._sizes), self.seed, epoch)[1]]
+        counts = [int(dealt[r :: self.num_replicas].sum()) for r in range(self.num_replicas)]
+        return min(counts) if self.drop_last else max(counts)
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """The epoch the next iteration runs (its order), beginning after its
         first ``start`` samples (to resume one)."""
-        if not 0 <= start <= self.per_rank:
-            raise ConfigError(f"start must be 0 to {self.per_rank:,}, not {start:,}")
-        self.epoch, self.start = int(epoch), int(start)
+        per_rank = self._per_rank(int(epoch))
+        if not 0 <= start <= per_rank:
+            raise ConfigError(f"start must be 0 to {per_rank:,}, not {start:,}")
+        self.epoch, self.start, self.per_rank = int(epoch), int(start), per_rank
 
     def state_dict(self, consumed: int = 0) -> dict[str, int]:
         """What resumes this epoch after ``consumed`` samples:

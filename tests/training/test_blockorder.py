@@ -87,6 +87,15 @@ def test_sampler_ranks_resume_and_state(folder: Path) -> None:
     assert len(lengths) == 1  # every rank has as many samples (a few repeated)
     orders = [list(s) for s in samplers]
     assert set().union(*map(set, orders)) == set(range(300))
+    # the blocks are dealt anew each epoch (4 ranks: 3 or 4 blocks each, so
+    # the parts' lengths change): every record still comes, every epoch
+    four = [BlockSampler(ds, seed=5, block_bytes=BLOCK, num_replicas=4, rank=r)
+            for r in range(4)]  # fmt: skip
+    for epoch in range(8):
+        for s in four:
+            s.set_epoch(epoch)
+        assert len({len(s) for s in four}) == 1
+        assert set().union(*(set(s) for s in four)) == set(range(300))
     dropped = [list(BlockSampler(ds, seed=5, block_bytes=BLOCK, num_replicas=3, rank=r,
                                  drop_last=True)) for r in range(3)]  # fmt: skip
     flat = [i for order in dropped for i in order]
