@@ -1,6 +1,6 @@
 """The compiled parts, all optional: JPEG region decoding against
 libjpeg-turbo (im2rec/imaging/_jpeg.c), pixels to normalised tensors
-(im2rec/imaging/_tensor.c), the magic-word scan (im2rec/recordio/_words.c),
+(im2rec/imaging/_tensor.c, resampling in _resample.h), the magic-word scan (im2rec/recordio/_words.c),
 kernel copies of records without the GIL (im2rec/storage/_copies.c) and
 the tar header check of rec import (im2rec/formats/_ustar.c).
 Without a C compiler or the libjpeg headers the build goes on without them
@@ -29,7 +29,7 @@ setup(
             "im2rec.imaging._tensor",
             ["im2rec/imaging/_tensor.c"],
             extra_compile_args=[*FLAGS, "-O3"],
-            depends=DEPENDS,
+            depends=[*DEPENDS, "im2rec/imaging/_resample.h", "im2rec/imaging/_arrow.h"],
             optional=True,
         ),
         Extension(

@@ -1,7 +1,8 @@
-"""The normaliser and the splitter (``im2rec.imaging._tensor.normalise`` and
-``split``): any geometry and buffer sizes, negative and huge numbers
-included. ValueError or OverflowError, never a write or read outside the
-buffers."""
+"""The normaliser, the splitter and the resampler
+(``im2rec.imaging._tensor.normalise``, ``split`` and ``resample``): any
+geometry, box, filter and buffer sizes, negative, huge and not-a-number
+values included. ValueError or OverflowError, never a write or read outside
+the buffers."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def test_one(data: bytes) -> None:
     out = np.zeros(fdp.ConsumeIntInRange(0, 4096), np.uint8 if as_pixels else np.float32)
     pixels = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 16384))
     row_bytes, left, top, width, height = geometry[0], *geometry[2:6]
+    if fdp.ConsumeIntInRange(0, 2) == 0:
+        resample(fdp, out, pixels, row_bytes, pixel_bytes, width, height, channels, flip)
+        return
     try:
         if as_pixels:
             _tensor.split(out, pixels, row_bytes, pixel_bytes, left, top, width, height,
@@ -43,6 +47,28 @@ def test_one(data: bytes) -> None:
     except (ValueError, OverflowError):
         return
     assert as_pixels or np.isfinite(out).all()
+
+
+def resample(
+    fdp: atheris.FuzzedDataProvider, out: np.ndarray, pixels: bytes, row_bytes: int,
+    pixel_bytes: int, width: int, height: int, channels: int, flip: bool,
+) -> None:  # fmt: skip
+    def coordinate() -> float:
+        if fdp.ConsumeIntInRange(0, 7) == 0:
+            return fdp.PickValueInList([float("nan"), float("inf"), -1.0, 1e30, -0.0])
+        return fdp.ConsumeIntInRange(0, 400) / 8
+
+    box = tuple(coordinate() for _ in range(4))
+    method = fdp.PickValueInList([1, 2, 3, 5, 0, 4, 7])
+    out_w, out_h = number(fdp), number(fdp)
+    scaled = out.dtype == np.float32
+    try:
+        _tensor.resample(out, pixels, row_bytes, pixel_bytes, width, height, box, method,
+                         channels, out_w, out_h, [1.0] * 3 if scaled else None,
+                         [0.5] * 3 if scaled else None, flip, fdp.ConsumeBool())  # fmt: skip
+    except (ValueError, OverflowError):
+        return
+    assert not scaled or np.isfinite(out).all()
 
 
 if __name__ == "__main__":

@@ -7,15 +7,21 @@
  *   normalise(out, pixels, row_bytes, pixel_bytes, left, top, width, height,
  *             channels, k, mk, flip)
  *   split(out, pixels, row_bytes, pixel_bytes, left, top, width, height, channels, flip)
+ *   resample(out, pixels, row_bytes, pixel_bytes, width, height, box, filter, channels,
+ *            k, mk, flip[, vector])
  *
  * split is the uint8 counterpart: the pixels themselves into planes. pixels is
  * a buffer, or a Pillow image's Arrow export (the pair of capsules
- * Image.__arrow_c_array__() returns), read in place.
+ * Image.__arrow_c_array__() returns), read in place. resample first resizes
+ * the window's box to the output's size (_resample.h: Pillow-SIMD's
+ * arithmetic), each output row going to the planes as it is made; k None
+ * gives uint8 planes (split), else float32 (normalise).
  *
  * Every size and offset is checked against the buffers before anything is
  * read or written. Runs without the GIL.
  */
 #include "../checked.h"
+#include "_resample.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -129,58 +135,10 @@ static int rgbx_row(const unsigned char *restrict row, float *restrict line, siz
 #define HAVE_RGBX_ROW 1
 #endif
 
-/* The Arrow C data interface (a stable ABI, arrow.apache.org/docs/format/
-   CDataInterface.html): Pillow 11.2 and later export an image's pixels
-   through it without a copy, where tobytes() copies them twice. */
-struct ArrowSchema {
-    const char *format, *name, *metadata;
-    int64_t flags, n_children;
-    struct ArrowSchema **children, *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-struct ArrowArray {
-    int64_t length, null_count, offset, n_buffers, n_children;
-    const void **buffers;
-    struct ArrowArray **children, *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
+#include "_arrow.h"
 
-/* pixels given as Image.__arrow_c_array__()'s (schema, array) capsules: the
-   bytes of an "L" image (format "C": uint8) or of a four-byte one ("+w:4" of
-   "C"). 1 with view filled (its obj NULL: the caller's tuple keeps the
-   capsules, which keep the image), 0 if pix is no such pair, -1 on error. */
-static int arrow_pixels(PyObject *pix, Py_buffer *view) {
-    if (!PyTuple_Check(pix) || PyTuple_GET_SIZE(pix) != 2) return 0;
-    struct ArrowSchema *schema = PyCapsule_GetPointer(PyTuple_GET_ITEM(pix, 0), "arrow_schema");
-    struct ArrowArray *array =
-        schema ? PyCapsule_GetPointer(PyTuple_GET_ITEM(pix, 1), "arrow_array") : NULL;
-    if (array == NULL) return -1;
-    const struct ArrowArray *values = array;
-    int64_t width = 1;
-    if (schema->format && strcmp(schema->format, "+w:4") == 0 && schema->n_children == 1 &&
-        schema->children && schema->children[0]->format &&
-        strcmp(schema->children[0]->format, "C") == 0 && array->n_children == 1 &&
-        array->children && array->offset == 0 && array->null_count == 0) {
-        values = array->children[0];
-        width = 4;
-    } else if (!(schema->format && strcmp(schema->format, "C") == 0)) {
-        PyErr_SetString(PyExc_ValueError, "pixels: an Arrow array that is not 8-bit pixels");
-        return -1;
-    }
-    if (values->n_buffers != 2 || values->buffers == NULL || values->buffers[1] == NULL ||
-        values->null_count != 0 || values->offset < 0 || values->length < 0 ||
-        values->length > PY_SSIZE_T_MAX - values->offset ||
-        (width == 4 && values->length != array->length * 4)) {
-        PyErr_SetString(PyExc_ValueError, "pixels: an Arrow array this does not take");
-        return -1;
-    }
-    memset(view, 0, sizeof *view);
-    view->buf = (char *)values->buffers[1] + values->offset;
-    view->len = (Py_ssize_t)values->length;
-    return 1;
-}
+static int take_buffers(const char *name, PyObject *out_obj, PyObject *pix_obj, size_t out_need,
+                        size_t out_item, size_t pix_need, Py_buffer *out, Py_buffer *pix);
 
 /* The window's geometry against both buffers, for normalise and split:
    0 with the buffers held (release both), or -1 with an exception set. */
@@ -207,6 +165,13 @@ static int window_buffers(const char *name, PyObject *out_obj, PyObject *pix_obj
         PyErr_Format(PyExc_ValueError, "%s: bad geometry (sizes overflow)", name);
         return -1;
     }
+    return take_buffers(name, out_obj, pix_obj, out_need, out_item, pix_need, out, pix);
+}
+
+/* out (writable, C-contiguous, out_need bytes aligned for out_item) and the
+   pixels (pix_need bytes): 0 with both held, or -1 with an exception set. */
+static int take_buffers(const char *name, PyObject *out_obj, PyObject *pix_obj, size_t out_need,
+                        size_t out_item, size_t pix_need, Py_buffer *out, Py_buffer *pix) {
     if (PyObject_GetBuffer(out_obj, out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
     int arrow = arrow_pixels(pix_obj, pix);
     if (arrow < 0 || (arrow == 0 && PyObject_GetBuffer(pix_obj, pix, PyBUF_SIMPLE) < 0)) {
@@ -225,6 +190,42 @@ static int window_buffers(const char *name, PyObject *out_obj, PyObject *pix_obj
         return -1;
     }
     return 0;
+}
+
+/* One row of pixels into row y of uint8 planes (C, H, W). */
+static void split_row(const unsigned char *restrict row, size_t step, unsigned char *dst,
+                      size_t plane, Py_ssize_t y, Py_ssize_t width, Py_ssize_t channels, int flip) {
+    for (Py_ssize_t c = 0; c < channels; c++) {
+        unsigned char *restrict line = dst + (size_t)c * plane + (size_t)y * (size_t)width;
+        const unsigned char *restrict p = row + (step == 1 ? 0 : (size_t)c);
+        if (flip)
+            for (Py_ssize_t x = 0; x < width; x++) line[width - 1 - x] = p[(size_t)x * step];
+        else
+            for (Py_ssize_t x = 0; x < width; x++) line[x] = p[(size_t)x * step];
+    }
+}
+
+/* One row of pixels into row y of float32 planes, as normalise does it. */
+static void normalise_row(const unsigned char *row, Py_ssize_t pixel_bytes, float *dst,
+                          size_t plane, Py_ssize_t y, Py_ssize_t width, Py_ssize_t channels,
+                          const float *k, const float *mk, int flip) {
+    float *line = dst + (size_t)y * (size_t)width;
+    if (channels == 1)
+        gray_row(row, line, width, k[0], mk[0], flip);
+    else if (pixel_bytes == 4) {
+        Py_ssize_t done = 0;
+#ifdef HAVE_RGBX_ROW
+        done = rgbx_row(row, line, plane, width, k, mk, flip);
+#endif
+        /* the last 0-3 outputs: mirrored, they are inputs 0..rest-1 */
+        if (done < width)
+            colour_row(flip ? row : row + (size_t)done * 4, 4, line + done, plane, width - done, k,
+                       mk, flip);
+    }
+    else if (pixel_bytes == 3)
+        colour_row(row, 3, line, plane, width, k, mk, flip);
+    else
+        colour_row(row, 1, line, plane, width, k, mk, flip);
 }
 
 static PyObject *normalise(PyObject *self, PyObject *args) {
@@ -249,23 +250,7 @@ static PyObject *normalise(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t y = 0; y < height; y++) {
         const unsigned char *row = src + (size_t)(top + y) * (size_t)row_bytes + (size_t)left * (size_t)pixel_bytes;
-        float *line = dst + (size_t)y * (size_t)width;
-        if (channels == 1)
-            gray_row(row, line, width, k[0], mk[0], flip);
-        else if (pixel_bytes == 4) {
-            Py_ssize_t done = 0;
-#ifdef HAVE_RGBX_ROW
-            done = rgbx_row(row, line, plane, width, k, mk, flip);
-#endif
-            /* the last 0-3 outputs: mirrored, they are inputs 0..rest-1 */
-            if (done < width)
-                colour_row(flip ? row : row + (size_t)done * 4, 4, line + done, plane,
-                           width - done, k, mk, flip);
-        }
-        else if (pixel_bytes == 3)
-            colour_row(row, 3, line, plane, width, k, mk, flip);
-        else
-            colour_row(row, 1, line, plane, width, k, mk, flip);
+        normalise_row(row, pixel_bytes, dst, plane, y, width, channels, k, mk, flip);
     }
 #ifdef HAVE_RGBX_ROW
     _mm_sfence();  /* the streamed planes are visible before the batch is handed on */
@@ -294,27 +279,130 @@ static PyObject *split(PyObject *self, PyObject *args) {
     const size_t plane = (size_t)width * (size_t)height;
     const size_t step = (size_t)pixel_bytes;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t y = 0; y < height; y++) {
-        const unsigned char *restrict row =
-            src + (size_t)(top + y) * (size_t)row_bytes + (size_t)left * step;
-        for (Py_ssize_t c = 0; c < channels; c++) {
-            unsigned char *restrict line = dst + (size_t)c * plane + (size_t)y * (size_t)width;
-            const unsigned char *restrict p = row + (step == 1 ? 0 : (size_t)c);
-            if (flip)
-                for (Py_ssize_t x = 0; x < width; x++) line[width - 1 - x] = p[(size_t)x * step];
-            else
-                for (Py_ssize_t x = 0; x < width; x++) line[x] = p[(size_t)x * step];
-        }
-    }
+    for (Py_ssize_t y = 0; y < height; y++)
+        split_row(src + (size_t)(top + y) * (size_t)row_bytes + (size_t)left * step, step, dst,
+                  plane, y, width, channels, flip);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
     Py_RETURN_NONE;
 }
 
+/* The window (width x height pixels) resampled from box to the planes'
+   size (out: channels x out_h x out_w, float32 with k and mk, else uint8),
+   mirrored when asked. vector 0 takes the portable loops (tests compare). */
+static PyObject *resample(PyObject *self, PyObject *args) {
+    PyObject *out_obj, *pix_obj, *k_obj, *mk_obj;
+    Py_ssize_t row_bytes, pixel_bytes, width, height, channels, out_w, out_h;
+    float box[4];
+    int filter, flip, vector = 1;
+    if (!PyArg_ParseTuple(args, "OOnnnn(ffff)innnOOp|p:resample", &out_obj, &pix_obj, &row_bytes,
+                          &pixel_bytes, &width, &height, &box[0], &box[1], &box[2], &box[3],
+                          &filter, &channels, &out_w, &out_h, &k_obj, &mk_obj, &flip, &vector))
+        return NULL;
+    const int normalised = k_obj != Py_None;
+    float k[3] = {0}, mk[3] = {0};
+    if (normalised && channels >= 1 && channels <= 3 &&
+        (as_floats(k_obj, (int)channels, k, "k") < 0 || as_floats(mk_obj, (int)channels, mk, "mk") < 0))
+        return NULL;
+    /* Pillow's rules for the box (inside the window, not reversed), and
+       output sides a 16-bit weight table can index. */
+    if (!(pixel_bytes == 1 || pixel_bytes == 4) || !(channels == 1 || channels == 3) ||
+        (channels == 1 && pixel_bytes != 1) || width <= 0 || height <= 0 || width > INT32_MAX / 4 ||
+        height > INT32_MAX || out_w <= 0 || out_h <= 0 || out_w > 1 << 16 || out_h > 1 << 16 ||
+        !(box[0] >= 0 && box[1] >= 0 && box[2] <= (float)width && box[3] <= (float)height &&
+          box[2] - box[0] >= 0 && box[3] - box[1] >= 0) ||
+        rs_support(filter) == 0.0) {
+        PyErr_SetString(PyExc_ValueError, "resample: bad geometry");
+        return NULL;
+    }
+    /* the window's rows against pixels, the planes against out */
+    const size_t plane = (size_t)out_w * (size_t)out_h, item = normalised ? sizeof(float) : 1;
+    size_t row_end, pix_need, out_need;
+    if (!(checked_mul((size_t)width, (size_t)pixel_bytes, &row_end) && row_end <= (size_t)row_bytes &&
+          checked_mul((size_t)height - 1, (size_t)row_bytes, &pix_need) &&
+          checked_add(pix_need, row_end, &pix_need) &&
+          checked_mul3(plane, (size_t)channels, item, &out_need))) {
+        PyErr_SetString(PyExc_ValueError, "resample: bad geometry (sizes overflow)");
+        return NULL;
+    }
+    Py_buffer out, pix;
+    if (take_buffers("resample", out_obj, pix_obj, out_need, item, pix_need, &out, &pix) < 0)
+        return NULL;
+    rs_axis h, v;
+    if (rs_plan(&h, (int)width, box[0], box[2], (int)out_w, filter) < 0) {
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&pix);
+        Py_RETURN_FALSE;  /* Pillow's to do */
+    }
+    if (rs_plan(&v, (int)height, box[1], box[3], (int)out_h, filter) < 0) {
+        rs_free(&h);
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&pix);
+        Py_RETURN_FALSE;
+    }
+    /* Pillow skips a pass that would change nothing; so do we (same bytes). */
+    const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
+    const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
+    const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
+    const size_t line = (size_t)out_w * (size_t)pixel_bytes;
+    if (across && (size_t)count * line > RS_MAX_PASS) {  /* Pillow's to refuse or do */
+        rs_free(&h);
+        rs_free(&v);
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&pix);
+        Py_RETURN_FALSE;
+    }
+    unsigned char *tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
+    unsigned char *row = malloc(line);
+    const unsigned char **rows = malloc((size_t)v.ksize * sizeof *rows);
+    int ok = row != NULL && rows != NULL && (!across || tmp != NULL);
+    if (ok) {
+        const unsigned char *src = (const unsigned char *)pix.buf;
+        Py_BEGIN_ALLOW_THREADS
+        if (across)
+            rs_horizontal(src, (size_t)row_bytes, (int)pixel_bytes, first, count, &h, (int)out_w,
+                          tmp, vector);
+        /* the horizontal pass's rows, or (no such pass) the window's own */
+        const unsigned char *base = across ? tmp : src + (size_t)first * (size_t)row_bytes;
+        const size_t stride = across ? line : (size_t)row_bytes;
+        for (Py_ssize_t y = 0; y < out_h; y++) {
+            const unsigned char *made;
+            if (down) {
+                for (int t = 0; t < v.taps[y]; t++)
+                    rows[t] = base + (size_t)(v.first[y] - first + t) * stride;
+                rs_vertical(rows, &v.k[(size_t)y * (size_t)v.ksize], v.taps[y], v.precision, row,
+                            line, vector);
+                made = row;
+            } else {
+                made = base + (size_t)(y - first) * stride;  /* first is 0 here */
+            }
+            if (normalised)
+                normalise_row(made, pixel_bytes, (float *)out.buf, plane, y, out_w, channels, k, mk, flip);
+            else
+                split_row(made, (size_t)pixel_bytes, (unsigned char *)out.buf, plane, y, out_w,
+                          channels, flip);
+        }
+#ifdef HAVE_RGBX_ROW
+        _mm_sfence();
+#endif
+        Py_END_ALLOW_THREADS
+    }
+    free(tmp);
+    free(row);
+    free(rows);
+    rs_free(&h);
+    rs_free(&v);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&pix);
+    if (!ok) return PyErr_NoMemory();
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"normalise", normalise, METH_VARARGS, "8-bit pixels -> normalised float32 planes"},
     {"split", split, METH_VARARGS, "8-bit pixels -> uint8 planes"},
+    {"resample", resample, METH_VARARGS, "8-bit pixels resized -> float32 or uint8 planes"},
     {NULL, NULL, 0, NULL},
 };
 

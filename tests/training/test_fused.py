@@ -19,6 +19,8 @@ from ..conftest import photo
 from ..imaging.test_decoding import KINDS
 
 tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
+#: beside Pillow-SIMD the one-pass path's resampling gives its very bytes
+PILLOW_SIMD = Image.Resampling.BICUBIC in fused._OURS
 
 RECIPES: dict[str, dict[str, Any]] = {
     "random-resized crop": dict(random_resized_crop=True, min_random_area=0.08,
@@ -65,7 +67,13 @@ def test_one_pass_samples_are_the_general_paths(
     assert not slow._one_pass
     payloads = [KINDS[kind] for kind in sorted(KINDS) if kind != "tiny"] * 3
     for seed in range(3):
-        np.testing.assert_array_equal(samples(fast, payloads, seed), samples(slow, payloads, seed))
+        got, want = samples(fast, payloads, seed), samples(slow, payloads, seed)
+        if PILLOW_SIMD:  # the one-pass path resamples with its arithmetic: the same bytes
+            np.testing.assert_array_equal(got, want)
+        else:  # plain Pillow rounds its 22-bit weights otherwise: one level at most
+            level = 1.0 if dtype == "uint8" else max(fast._coef[0])
+            assert np.abs(got.astype(np.float64) - want).max() <= level * 1.0001
+            assert np.mean(got != want) < 0.1
 
 
 def test_a_plain_cut_of_stored_pixels_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:

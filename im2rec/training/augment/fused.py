@@ -7,18 +7,27 @@ This is :meth:`Augmenter.write <im2rec.training.augment.Augmenter.write>` for fl
 illumination, on JPEG data the region decoder takes. The general path
 decodes into a Pillow image, makes an ``(H, W, C)`` array of it and
 normalises that with three numpy passes over a strided view; here the
-decoder writes four-byte RGBX pixels that Pillow resamples without a
-conversion, and :mod:`im2rec.imaging._tensor` casts, scales, shifts and
-mirrors them into the output in one pass, with the same float32 operations
-in the same order (so the output is identical, tested).
+decoder writes four-byte RGBX pixels, and :mod:`im2rec.imaging._tensor`
+resamples them (with Pillow-SIMD's arithmetic, in its own C) and casts,
+scales, shifts and mirrors each output row into the planes while it is in
+cache, with the same float32 operations in the same order as numpy.
+
+The output is the general path's: identical beside Pillow-SIMD (tested);
+beside plain Pillow, within one level for the bilinear and Hamming filters
+that this path resamples itself, identical for the others, which Pillow
+resamples here too (:func:`_ours`). Plain Pillow's resampling is the slow
+part of the general path: with it, this path is about twice as fast
+(docs/performance.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 import numpy as np
+import PIL
 from PIL import Image
 
 from ... import native
@@ -29,6 +38,25 @@ from ...imaging.codec import Plan
 _tensor: Any = native.load("tensor")
 
 __all__ = ["available", "write"]
+
+
+def _ours() -> frozenset[Image.Resampling]:
+    """The filters resampled by :mod:`~im2rec.imaging._tensor` (its bytes are
+    Pillow-SIMD's): all four convolutions beside Pillow-SIMD; beside plain
+    Pillow, bilinear and Hamming (no negative weights: within one level of
+    Pillow's), not the cubic and Lanczos filters, whose overshoot Pillow-SIMD's
+    16-bit weights round otherwise (up to tens of levels on noise)."""
+    R = Image.Resampling
+    try:
+        simd = metadata.version("pillow-simd") == PIL.__version__
+    except metadata.PackageNotFoundError:
+        simd = False
+    cubic = (R.BICUBIC, R.LANCZOS) if simd else ()
+    return frozenset((R.BILINEAR, R.HAMMING, *cubic))
+
+
+#: (nearest and box steps are Pillow's, on the whole image's canvas: jpeg.Window.finish)
+_OURS = _ours()
 
 
 def available() -> bool:
@@ -59,6 +87,8 @@ def write(
     width, height = got.size
     if got.cut is not None:  # the crop is cut from the decoder's rows as they are
         pixels, row, left = got.pixels, got.width * step, got.cut
+    elif got.method in _OURS and _resample(got, out, k, mk, flip):
+        return True  # resampled and written in one pass
     else:
         pixels, row, left = _pixels(got.finish(got.image())), width * step, 0
     if out.dtype == np.uint8:  # the pixels as they are (normalised later, on the device)
@@ -66,6 +96,24 @@ def write(
     else:
         _tensor.normalise(out, pixels, row, step, left, 0, width, height, out.shape[0], k, mk, flip)
     return True
+
+
+def _resample(
+    got: jpeg.Window, out: np.ndarray, k: list[float], mk: list[float], flip: bool
+) -> bool:
+    """``got`` resampled to ``out`` by :mod:`~im2rec.imaging._tensor` (Pillow-SIMD's
+    arithmetic, its bytes; no image objects, each output row normalised while
+    it is in cache); False where its filter table cannot be made (Pillow then)."""
+    step = 1 if got.mode == "L" else 4
+    box = (got.box[0] - got.x, got.box[1] - got.y, got.box[2] - got.x, got.box[3] - got.y)
+    scaled = out.dtype != np.uint8
+    return bool(
+        _tensor.resample(
+            out, got.pixels, got.width * step, step, got.width, got.height, box, int(got.method),
+            out.shape[0], got.size[0], got.size[1], k if scaled else None,
+            mk if scaled else None, flip,
+        )
+    )  # fmt: skip
 
 
 def _pixels(im: Image.Image) -> Any:

@@ -1,0 +1,152 @@
+"""The loader's resampler (``_tensor.resample``, im2rec/imaging/_resample.h):
+Pillow-SIMD's bytes for any window, box, size and filter; its AVX2 kernels
+and its portable loops the same; float planes the uint8 ones normalised;
+every size checked before anything is read or written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from im2rec.training.augment import fused
+
+tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
+
+PILLOW_SIMD = Image.Resampling.BICUBIC in fused._OURS
+R = Image.Resampling
+FILTERS = [R.BILINEAR, R.HAMMING, R.BICUBIC, R.LANCZOS]
+
+
+def resample(pixels: np.ndarray, box: tuple[float, ...], size: tuple[int, int], method: int,
+             flip: bool = False, vector: bool = True, pad: int = 0) -> np.ndarray:  # fmt: skip
+    """pixels (H, W, 1 or 4) resampled to uint8 planes (C, H, W)."""
+    height, width, step = pixels.shape
+    rows = np.zeros((height, width * step + pad), np.uint8)
+    rows[:, : width * step] = pixels.reshape(height, -1)
+    channels = 1 if step == 1 else 3
+    out = np.full((channels, size[1], size[0]), 7, np.uint8)
+    done = tensor.resample(out, rows.tobytes(), width * step + pad, step, width, height, box,
+                           int(method), channels, size[0], size[1], None, None, flip, vector)  # fmt: skip
+    assert done is True
+    return out
+
+
+def pillow(
+    pixels: np.ndarray, box: tuple[float, ...], size: tuple[int, int], method: int
+) -> np.ndarray:
+    height, width, step = pixels.shape
+    mode = "L" if step == 1 else "RGBX"
+    image = Image.frombuffer(mode, (width, height), pixels.tobytes(), "raw", mode, 0, 1)
+    got = np.asarray(image.resize(size, method, box))
+    return got[None] if step == 1 else got[:, :, :3].transpose(2, 0, 1)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[float, ...], tuple[int, int], int, bool]:
+    width, height = draw(st.integers(1, 90)), draw(st.integers(1, 90))
+    step = draw(st.sampled_from([1, 4]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, step), np.uint8)
+    if draw(st.booleans()):  # smooth, as photos are: overshoot stays small
+        pixels = np.sort(pixels, axis=1)
+    x0 = draw(st.floats(0, width, allow_nan=False))
+    y0 = draw(st.floats(0, height, allow_nan=False))
+    x1 = draw(st.floats(x0, width, allow_nan=False))
+    y1 = draw(st.floats(y0, height, allow_nan=False))
+    box = (x0, y0, x1, y1) if draw(st.booleans()) else (0.0, 0.0, float(width), float(height))
+    size = (draw(st.integers(1, 120)), draw(st.integers(1, 120)))
+    if draw(st.booleans()):
+        size = (width, height)  # Pillow skips a pass that would change nothing
+    return pixels, box, size, draw(st.sampled_from(FILTERS)), draw(st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_the_resampler_gives_pillow_simds_bytes(case: tuple[Any, ...]) -> None:
+    pixels, box, size, method, flip = case
+    got = resample(pixels, box, size, method, flip)
+    # the AVX2 kernels and the portable loops: integer sums, the same bytes
+    np.testing.assert_array_equal(got, resample(pixels, box, size, method, flip, vector=False))
+    np.testing.assert_array_equal(got, resample(pixels, box, size, method, flip, pad=5))
+    want = pillow(pixels, box, size, method)
+    if flip:
+        want = want[:, :, ::-1]
+    if PILLOW_SIMD:
+        np.testing.assert_array_equal(got, want)
+    elif method in (R.BILINEAR, R.HAMMING):  # the filters it takes beside plain Pillow
+        assert np.abs(got.astype(int) - want).max() <= 1
+
+
+@pytest.mark.parametrize("step", [1, 4])
+def test_float_planes_are_the_uint8_planes_normalised(step: int) -> None:
+    rng = np.random.default_rng(step)
+    pixels = rng.integers(0, 256, (41, 57, step), np.uint8)
+    channels = 1 if step == 1 else 3
+    k = (np.float32(1 / 255) / np.array([0.229, 0.224, 0.225], np.float32))[:channels]
+    mk = (np.array([0.485, 0.456, 0.406], np.float32) * 255 * k)[:channels]
+    for flip in (False, True):
+        planes = resample(pixels, (3.5, 2.25, 50.0, 40.0), (64, 48), R.BILINEAR, flip)
+        out = np.empty((channels, 48, 64), np.float32)
+        tensor.resample(out, pixels.tobytes(), 57 * step, step, 57, 41, (3.5, 2.25, 50.0, 40.0),
+                        int(R.BILINEAR), channels, 64, 48, k.tolist(), mk.tolist(), flip)  # fmt: skip
+        np.testing.assert_array_equal(out, planes * k[:, None, None] - mk[:, None, None])
+
+
+def test_gray_pixels_fill_three_planes() -> None:
+    pixels = np.random.default_rng(3).integers(0, 256, (20, 30, 1), np.uint8)
+    one = resample(pixels, (1.0, 1.0, 29.0, 19.0), (16, 12), R.BILINEAR)
+    out = np.empty((3, 12, 16), np.uint8)
+    tensor.resample(out, pixels.tobytes(), 30, 1, 30, 20, (1.0, 1.0, 29.0, 19.0),
+                    int(R.BILINEAR), 3, 16, 12, None, None, False)  # fmt: skip
+    np.testing.assert_array_equal(out, np.repeat(one, 3, axis=0))
+
+
+def _call(**changes: Any) -> Any:
+    args: dict[str, Any] = dict(
+        out=np.zeros((3, 6, 8), np.float32), pixels=bytes(10 * 5 * 4), row_bytes=40,
+        pixel_bytes=4, width=10, height=5, box=(0.0, 0.0, 10.0, 5.0), filter=int(R.BILINEAR),
+        channels=3, out_w=8, out_h=6, k=[1.0] * 3, mk=[0.0] * 3, flip=False,
+    )  # fmt: skip
+    args.update(changes)
+    return tensor.resample(*args.values())
+
+
+def test_the_resampler_checks_every_size() -> None:
+    assert _call() is True  # the geometry that fits exactly
+    assert _call(out=np.zeros((3, 6, 8), np.uint8), k=None, mk=None) is True
+    for bad in (
+        dict(pixels=bytes(10 * 5 * 4 - 1)), dict(out=np.zeros((3, 6, 7), np.float32)),
+        dict(out=np.zeros((3, 6, 8), np.uint8)), dict(row_bytes=39), dict(pixel_bytes=3),
+        dict(pixel_bytes=2), dict(width=0), dict(height=-1), dict(channels=2), dict(channels=1),
+        dict(out_w=0), dict(out_h=1 << 17), dict(box=(-0.5, 0.0, 10.0, 5.0)),
+        dict(box=(0.0, 0.0, 10.5, 5.0)), dict(box=(5.0, 0.0, 4.0, 5.0)),
+        dict(box=(0.0, float("nan"), 10.0, 5.0)), dict(filter=int(R.NEAREST)),
+        dict(filter=int(R.BOX)), dict(filter=99), dict(k=[1.0, 1.0]),
+        dict(width=2**62, row_bytes=2**63 - 1), dict(height=2**40),
+        dict(out=np.zeros((3, 6, 8), np.float32)[:, :, ::-1]),
+        dict(out=np.zeros(3 * 6 * 8 * 4 + 1, np.uint8)[1:].view(np.uint8)),
+    ):  # fmt: skip
+        with pytest.raises((ValueError, BufferError, TypeError, OverflowError)):
+            _call(**bad)
+
+
+def test_a_filter_too_long_for_its_table_is_left_to_pillow() -> None:
+    # shrinking 60,000 columns to 1 would need a 120,001-weight filter
+    assert _call(pixels=bytes(60000 * 4), row_bytes=60000 * 4, width=60000, height=1,
+                 box=(0.0, 0.0, 60000.0, 1.0), out_w=1, out_h=1,
+                 out=np.zeros((3, 1, 1), np.float32)) is False  # fmt: skip
+
+
+def test_a_horizontal_pass_past_its_bound_is_left_to_pillow() -> None:
+    # one column of 1,100 rows stretched to 65,536 columns and shrunk to one
+    # row: every row is a tap, and 1,100 rows of 256 kB pass the 256 MB bound
+    out = np.zeros((3, 1, 1 << 16), np.float32)
+    assert _call(pixels=bytes(1100 * 4), row_bytes=4, width=1, height=1100,
+                 box=(0.0, 0.0, 1.0, 1100.0), out_w=1 << 16, out_h=1, out=out) is False  # fmt: skip
+    assert _call(pixels=bytes(1000 * 4), row_bytes=4, width=1, height=1000,
+                 box=(0.0, 0.0, 1.0, 1000.0), out_w=1 << 16, out_h=1, out=out) is True  # fmt: skip
