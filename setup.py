@@ -14,6 +14,8 @@ from setuptools import Extension, setup
 FLAGS = ["-O2", "-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 # Overflow-checked arithmetic shared by every extension (docs/security.md).
 DEPENDS = ["im2rec/checked.h"]
+# _tensor.c's own headers: the resampler and its x86 kernels, the Arrow reader
+HEADERS = ("_resample.h", "_resample_x86.h", "_arrow.h")
 
 setup(
     ext_modules=[
@@ -29,7 +31,7 @@ setup(
             "im2rec.imaging._tensor",
             ["im2rec/imaging/_tensor.c"],
             extra_compile_args=[*FLAGS, "-O3"],
-            depends=[*DEPENDS, "im2rec/imaging/_resample.h", "im2rec/imaging/_arrow.h"],
+            depends=[*DEPENDS, *(f"im2rec/imaging/{h}" for h in HEADERS)],
             optional=True,
         ),
         Extension(

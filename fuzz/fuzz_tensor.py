@@ -62,10 +62,11 @@ def resample(
     method = fdp.PickValueInList([1, 2, 3, 5, 0, 4, 7])
     out_w, out_h = number(fdp), number(fdp)
     scaled = out.dtype == np.float32
+    vector = fdp.ConsumeIntInRange(0, 2)  # the portable loops, AVX2, the best
     try:
         _tensor.resample(out, pixels, row_bytes, pixel_bytes, width, height, box, method,
                          channels, out_w, out_h, [1.0] * 3 if scaled else None,
-                         [0.5] * 3 if scaled else None, flip, fdp.ConsumeBool())  # fmt: skip
+                         [0.5] * 3 if scaled else None, flip, vector)  # fmt: skip
     except (ValueError, OverflowError):
         return
     assert not scaled or np.isfinite(out).all()

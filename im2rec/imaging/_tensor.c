@@ -8,7 +8,7 @@
  *             channels, k, mk, flip)
  *   split(out, pixels, row_bytes, pixel_bytes, left, top, width, height, channels, flip)
  *   resample(out, pixels, row_bytes, pixel_bytes, width, height, box, filter, channels,
- *            k, mk, flip[, vector])
+ *            k, mk, flip[, vector])   (vector: 0 portable, 1 AVX2 at most, 2 the best)
  *
  * split is the uint8 counterpart: the pixels themselves into planes. pixels is
  * a buffer, or a Pillow image's Arrow export (the pair of capsules
@@ -214,8 +214,15 @@ static void normalise_row(const unsigned char *row, Py_ssize_t pixel_bytes, floa
         gray_row(row, line, width, k[0], mk[0], flip);
     else if (pixel_bytes == 4) {
         Py_ssize_t done = 0;
+#ifdef RS_X86
+        float *g = line + plane, *b = line + 2 * plane;
+        if (((uintptr_t)line | (uintptr_t)g | (uintptr_t)b) % 64 == 0 && rs_have_avx512())
+            done = rs_rgbx_row_avx512(row, line, g, b, width, k, mk, flip);
+#endif
 #ifdef HAVE_RGBX_ROW
-        done = rgbx_row(row, line, plane, width, k, mk, flip);
+        if (done < width)  /* mirrored, outputs done.. are inputs 0..width-done-1 */
+            done += rgbx_row(flip ? row : row + (size_t)done * 4, line + done, plane, width - done,
+                             k, mk, flip);
 #endif
         /* the last 0-3 outputs: mirrored, they are inputs 0..rest-1 */
         if (done < width)
@@ -290,13 +297,14 @@ static PyObject *split(PyObject *self, PyObject *args) {
 
 /* The window (width x height pixels) resampled from box to the planes'
    size (out: channels x out_h x out_w, float32 with k and mk, else uint8),
-   mirrored when asked. vector 0 takes the portable loops (tests compare). */
+   mirrored when asked. vector 0 takes the portable loops, 1 AVX2 at most,
+   2 (the default) the best the CPU has: the tests compare all three. */
 static PyObject *resample(PyObject *self, PyObject *args) {
     PyObject *out_obj, *pix_obj, *k_obj, *mk_obj;
     Py_ssize_t row_bytes, pixel_bytes, width, height, channels, out_w, out_h;
     float box[4];
-    int filter, flip, vector = 1;
-    if (!PyArg_ParseTuple(args, "OOnnnn(ffff)innnOOp|p:resample", &out_obj, &pix_obj, &row_bytes,
+    int filter, flip, vector = 2;
+    if (!PyArg_ParseTuple(args, "OOnnnn(ffff)innnOOp|i:resample", &out_obj, &pix_obj, &row_bytes,
                           &pixel_bytes, &width, &height, &box[0], &box[1], &box[2], &box[3],
                           &filter, &channels, &out_w, &out_h, &k_obj, &mk_obj, &flip, &vector))
         return NULL;
@@ -357,12 +365,19 @@ static PyObject *resample(PyObject *self, PyObject *args) {
     unsigned char *row = malloc(line);
     const unsigned char **rows = malloc((size_t)v.ksize * sizeof *rows);
     int ok = row != NULL && rows != NULL && (!across || tmp != NULL);
+    const void *wide = NULL;
+#ifdef RS_X86
+    rs_wide plan;
+    if (ok && across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
+        rs_wide_plan(&plan, &h, (int)out_w, (int)width) == 0)
+        wide = &plan;
+#endif
     if (ok) {
         const unsigned char *src = (const unsigned char *)pix.buf;
         Py_BEGIN_ALLOW_THREADS
         if (across)
             rs_horizontal(src, (size_t)row_bytes, (int)pixel_bytes, first, count, &h, (int)out_w,
-                          tmp, vector);
+                          tmp, vector, wide);
         /* the horizontal pass's rows, or (no such pass) the window's own */
         const unsigned char *base = across ? tmp : src + (size_t)first * (size_t)row_bytes;
         const size_t stride = across ? line : (size_t)row_bytes;
@@ -388,6 +403,9 @@ static PyObject *resample(PyObject *self, PyObject *args) {
 #endif
         Py_END_ALLOW_THREADS
     }
+#ifdef RS_X86
+    if (wide != NULL) rs_wide_free(&plan);
+#endif
     free(tmp);
     free(row);
     free(rows);

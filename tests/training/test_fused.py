@@ -164,9 +164,11 @@ def test_the_normaliser_computes_numpys_values(width: int, step: int, channels: 
     k = (np.float32(1 / 255) / np.array([0.229, 0.224, 0.225], np.float32))[:channels]
     mk = (np.array([0.485, 0.456, 0.406], np.float32) * 255 * k)[:channels]
     for flip in (False, True):
-        for shift in (0, 1):  # 1: the output starts 4 bytes past a 16-byte boundary
+        for shift in (0, 1, 4):  # floats past a 64-byte boundary (0: AVX-512's streams)
             size = channels * 5 * width
-            out = np.empty(size + 4, np.float32)[shift : shift + size].reshape(channels, 5, width)
+            block = np.empty(size + 32, np.float32)
+            start = (-block.ctypes.data % 64) // 4 + shift
+            out = block[start : start + size].reshape(channels, 5, width)
             tensor.normalise(out, pixels.tobytes(), (width + 3) * step, step, 2, 1, width, 5,
                              channels, k.tolist(), mk.tolist(), flip)  # fmt: skip
             window = pixels[1:6, 2 : 2 + width]

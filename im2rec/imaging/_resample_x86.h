@@ -1,0 +1,302 @@
+/* The x86 kernels of _resample.h, chosen at run time by what the CPU has:
+ * AVX2 (four rows at a time, Pillow-SIMD's way) and AVX-512 with VBMI (one
+ * row at a time, sixteen output pixels a step: each group of four gathers
+ * its source bytes from one 64-byte load with a byte permutation, so a tap
+ * pair costs one vpermb and one madd for four pixels). Integer sums: the
+ * same bytes as the portable loops (tested against each other).
+ */
+#ifndef IM2REC_RESAMPLE_X86_H
+#define IM2REC_RESAMPLE_X86_H
+
+static inline int32_t rs_pair(const int16_t *k) {  /* two weights as madd takes them */
+    int32_t v;
+    memcpy(&v, k, sizeof v);
+    return v;
+}
+
+/* Four rows at once, one output pixel at a time, its taps two by two: each
+   pair of source pixels spread to 16-bit lanes (R R' G G' B B' X X') and
+   multiplied-added with (k, k') into four 32-bit sums. */
+__attribute__((target("avx2"))) static void rs_horizontal4_avx2(
+        const unsigned char *const in[4], unsigned char *const out[4], const rs_axis *a,
+        int out_w) {
+    const __m256i spread = _mm256_setr_epi8(0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1,
+                                            0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1);
+    const __m256i half = _mm256_set1_epi32((int32_t)1 << (a->precision - 1));
+    const __m128i shift = _mm_cvtsi32_si128(a->precision);
+    for (int xx = 0; xx < out_w; xx++) {
+        const int16_t *k = &a->k[(size_t)xx * (size_t)a->ksize];
+        const size_t at = (size_t)a->first[xx] * 4;
+        const int taps = a->taps[xx];
+        __m256i s01 = half, s23 = half;
+        int t = 0;
+        for (; t + 1 < taps; t += 2) {
+            const __m256i kk = _mm256_set1_epi32(rs_pair(k + t));
+            const size_t o = at + (size_t)t * 4;
+            __m256i p01 = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(in[0] + o))),
+                _mm_loadl_epi64((const __m128i *)(in[1] + o)), 1);
+            __m256i p23 = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(in[2] + o))),
+                _mm_loadl_epi64((const __m128i *)(in[3] + o)), 1);
+            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(_mm256_shuffle_epi8(p01, spread), kk));
+            s23 = _mm256_add_epi32(s23, _mm256_madd_epi16(_mm256_shuffle_epi8(p23, spread), kk));
+        }
+        if (t < taps) {  /* an odd last tap: its pixel alone, widened */
+            const __m256i kk = _mm256_set1_epi32((int32_t)(uint16_t)k[t]);
+            const size_t o = at + (size_t)t * 4;
+            int32_t w0, w1, w2, w3;
+            memcpy(&w0, in[0] + o, 4);
+            memcpy(&w1, in[1] + o, 4);
+            memcpy(&w2, in[2] + o, 4);
+            memcpy(&w3, in[3] + o, 4);
+            __m256i p01 = _mm256_cvtepu8_epi32(_mm_setr_epi32(w0, 0, 0, 0));
+            p01 = _mm256_permute2x128_si256(p01, _mm256_cvtepu8_epi32(_mm_setr_epi32(w1, 0, 0, 0)), 0x20);
+            __m256i p23 = _mm256_cvtepu8_epi32(_mm_setr_epi32(w2, 0, 0, 0));
+            p23 = _mm256_permute2x128_si256(p23, _mm256_cvtepu8_epi32(_mm_setr_epi32(w3, 0, 0, 0)), 0x20);
+            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(p01, kk));
+            s23 = _mm256_add_epi32(s23, _mm256_madd_epi16(p23, kk));
+        }
+        s01 = _mm256_sra_epi32(s01, shift);
+        s23 = _mm256_sra_epi32(s23, shift);
+        /* int32 -> int16 -> uint8, saturating: the clamp to 0..255 */
+        __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(s01, s23), _mm256_setzero_si256());
+        /* lane 0: rows 0, 2; lane 1: rows 1, 3 (4 bytes each) */
+        __m128i lo = _mm256_castsi256_si128(b), hi = _mm256_extracti128_si256(b, 1);
+        int32_t v;
+        v = _mm_cvtsi128_si32(lo); memcpy(out[0] + (size_t)xx * 4, &v, 4);
+        v = _mm_cvtsi128_si32(hi); memcpy(out[1] + (size_t)xx * 4, &v, 4);
+        v = _mm_extract_epi32(lo, 1); memcpy(out[2] + (size_t)xx * 4, &v, 4);
+        v = _mm_extract_epi32(hi, 1); memcpy(out[3] + (size_t)xx * 4, &v, 4);
+    }
+}
+
+/* One output row: 32 bytes (8 RGBX pixels) at a time, source rows two by
+   two interleaved byte by byte and widened, so madd weighs both at once. */
+__attribute__((target("avx2"))) static void rs_vertical_row_avx2(
+        const unsigned char *const *rows, const int16_t *k, int taps, int precision,
+        unsigned char *out, size_t bytes) {
+    const __m256i half = _mm256_set1_epi32((int32_t)1 << (precision - 1)), zero = _mm256_setzero_si256();
+    const __m128i shift = _mm_cvtsi32_si128(precision);
+    size_t x = 0;
+    for (; x + 32 <= bytes; x += 32) {
+        __m256i s0 = half, s1 = half, s2 = half, s3 = half;
+        int t = 0;
+        for (; t < taps; t += 2) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(rows[t] + x));
+            const __m256i b = t + 1 < taps ? _mm256_loadu_si256((const __m256i *)(rows[t + 1] + x)) : zero;
+            const __m256i kk = _mm256_set1_epi32(
+                (int32_t)((uint32_t)(uint16_t)k[t] | (t + 1 < taps ? (uint32_t)(uint16_t)k[t + 1] << 16 : 0)));
+            const __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), kk));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), kk));
+            s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), kk));
+            s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), kk));
+        }
+        s0 = _mm256_sra_epi32(s0, shift);
+        s1 = _mm256_sra_epi32(s1, shift);
+        s2 = _mm256_sra_epi32(s2, shift);
+        s3 = _mm256_sra_epi32(s3, shift);
+        /* the unpacks and packs all stay within 128-bit lanes: bytes in order */
+        const __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+        _mm256_storeu_si256((__m256i *)(out + x), v);
+    }
+    rs_vertical_row(rows, k, taps, precision, out, x, bytes);
+}
+
+static int rs_have_avx2(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+    return known;
+}
+
+/* ---- AVX-512 (F, BW, VBMI) ---- */
+
+static int rs_have_avx512(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vbmi");
+    }
+    return known;
+}
+
+/* The horizontal pass's AVX-512 plan: outputs in groups of four, groups in
+   blocks of four (sixteen pixels, one 64-byte store); for each group the
+   first source pixel, the mask of its 64 bytes that lie in the row, and
+   per pair of taps 128 bytes: the byte index of every 16-bit lane (vpermb)
+   and the weights in the same lanes (madd). */
+typedef struct {
+    int groups, pairs;
+    int *base;
+    uint64_t *mask;
+    unsigned char *table;
+} rs_wide;
+
+static void rs_wide_free(rs_wide *w) {
+    free(w->base);
+    free(w->mask);
+    free(w->table);
+}
+
+/* 0, or -1 where a group's taps reach past its 64 bytes (long filters:
+   the AVX2 kernel then) or memory is short. */
+static int rs_wide_plan(rs_wide *w, const rs_axis *a, int out_w, int in_w) {
+    memset(w, 0, sizeof *w);
+    int most = 0;
+    for (int xx = 0; xx < out_w; xx++)
+        if (a->taps[xx] > most) most = a->taps[xx];
+    if (most > 16) return -1;
+    w->pairs = most < 2 ? 1 : (most + 1) / 2;
+    w->groups = (out_w + 15) / 16 * 4;
+    w->base = calloc((size_t)w->groups, sizeof *w->base);
+    w->mask = calloc((size_t)w->groups, sizeof *w->mask);
+    w->table = calloc((size_t)w->groups * (size_t)w->pairs, 128);
+    if (w->base == NULL || w->mask == NULL || w->table == NULL) {
+        rs_wide_free(w);
+        return -1;
+    }
+    for (int g = 0; g < w->groups && g * 4 < out_w; g++) {
+        const int base = a->first[g * 4];
+        const size_t avail = (size_t)(in_w - base) * 4;
+        w->base[g] = base;
+        w->mask[g] = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;
+        for (int j = 0; j < 4 && g * 4 + j < out_w; j++) {
+            const int xx = g * 4 + j, off = a->first[xx] - base;
+            if (off < 0 || off + a->taps[xx] > 16) {
+                rs_wide_free(w);
+                return -1;
+            }
+            for (int p = 0; p < w->pairs; p++) {
+                unsigned char *index = w->table + ((size_t)g * (size_t)w->pairs + (size_t)p) * 128;
+                int16_t weights[32];
+                memcpy(weights, index + 64, sizeof weights);
+                for (int q = 0; q < 2; q++) {
+                    const int t = 2 * p + q, real = t < a->taps[xx];
+                    for (int c = 0; c < 4; c++) {
+                        const int lane = j * 8 + c * 2 + q;
+                        index[lane * 2] = real ? (unsigned char)((off + t) * 4 + c) : 0;
+                        weights[lane] = real ? a->k[(size_t)xx * (size_t)a->ksize + (size_t)t] : 0;
+                    }
+                }
+                memcpy(index + 64, weights, sizeof weights);
+            }
+        }
+    }
+    return 0;
+}
+
+/* One group's four pixels, its sums shifted down (pairs: constant where
+   inlined, so the loop over the taps unrolls). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline __m512i rs_group_avx512(
+        const unsigned char *in, const rs_wide *w, int g, int pairs, __m512i half, __m128i shift) {
+    const unsigned char *at = in + (size_t)w->base[g] * 4;
+    const __m512i data = w->mask[g] == ~(uint64_t)0 ? _mm512_loadu_si512((const void *)at)
+                                                    : _mm512_maskz_loadu_epi8(w->mask[g], at);
+    const unsigned char *t = w->table + (size_t)g * (size_t)pairs * 128;
+    __m512i acc = half;
+    for (int p = 0; p < pairs; p++, t += 128) {
+        const __m512i px = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL,
+                                                         _mm512_loadu_si512((const void *)t), data);
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(px, _mm512_loadu_si512((const void *)(t + 64))));
+    }
+    return _mm512_sra_epi32(acc, shift);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline void rs_row_avx512(
+        const unsigned char *in, unsigned char *out, const rs_wide *w, int out_w, int precision,
+        int pairs) {
+    const __m512i half = _mm512_set1_epi32((int32_t)1 << (precision - 1));
+    const __m128i shift = _mm_cvtsi32_si128(precision);
+    /* packs and packus work within 128-bit lanes: dword l*4+g holds group
+       g's pixel l; this puts pixel g*4+l there */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int block = 0; block < w->groups; block += 4) {
+        const __m512i s0 = rs_group_avx512(in, w, block, pairs, half, shift);
+        const __m512i s1 = rs_group_avx512(in, w, block + 1, pairs, half, shift);
+        const __m512i s2 = rs_group_avx512(in, w, block + 2, pairs, half, shift);
+        const __m512i s3 = rs_group_avx512(in, w, block + 3, pairs, half, shift);
+        __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(s0, s1), _mm512_packs_epi32(s2, s3));
+        b = _mm512_permutexvar_epi32(order, b);
+        const int left = out_w - block * 4;
+        if (left >= 16)
+            _mm512_storeu_si512((void *)(out + (size_t)block * 16), b);
+        else
+            _mm512_mask_storeu_epi32(out + (size_t)block * 16, (__mmask16)((1u << left) - 1), b);
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void rs_horizontal_row_avx512(
+        const unsigned char *in, unsigned char *out, const rs_wide *w, int out_w, int precision) {
+    switch (w->pairs) {  /* the usual filters: 2 taps (enlarging), 3-4 (shrinking a little) */
+    case 1: rs_row_avx512(in, out, w, out_w, precision, 1); break;
+    case 2: rs_row_avx512(in, out, w, out_w, precision, 2); break;
+    default: rs_row_avx512(in, out, w, out_w, precision, w->pairs); break;
+    }
+}
+
+/* One output row, 64 bytes at a time: the AVX2 kernel's steps, twice as wide. */
+__attribute__((target("avx512f,avx512bw"))) static void rs_vertical_row_avx512(
+        const unsigned char *const *rows, const int16_t *k, int taps, int precision,
+        unsigned char *out, size_t bytes) {
+    const __m512i half = _mm512_set1_epi32((int32_t)1 << (precision - 1)), zero = _mm512_setzero_si512();
+    const __m128i shift = _mm_cvtsi32_si128(precision);
+    size_t x = 0;
+    for (; x + 64 <= bytes; x += 64) {
+        __m512i s0 = half, s1 = half, s2 = half, s3 = half;
+        for (int t = 0; t < taps; t += 2) {
+            const __m512i a = _mm512_loadu_si512((const void *)(rows[t] + x));
+            const __m512i b = t + 1 < taps ? _mm512_loadu_si512((const void *)(rows[t + 1] + x)) : zero;
+            const __m512i kk = _mm512_set1_epi32(
+                (int32_t)((uint32_t)(uint16_t)k[t] | (t + 1 < taps ? (uint32_t)(uint16_t)k[t + 1] << 16 : 0)));
+            const __m512i lo = _mm512_unpacklo_epi8(a, b), hi = _mm512_unpackhi_epi8(a, b);
+            s0 = _mm512_add_epi32(s0, _mm512_madd_epi16(_mm512_unpacklo_epi8(lo, zero), kk));
+            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(_mm512_unpackhi_epi8(lo, zero), kk));
+            s2 = _mm512_add_epi32(s2, _mm512_madd_epi16(_mm512_unpacklo_epi8(hi, zero), kk));
+            s3 = _mm512_add_epi32(s3, _mm512_madd_epi16(_mm512_unpackhi_epi8(hi, zero), kk));
+        }
+        s0 = _mm512_sra_epi32(s0, shift);
+        s1 = _mm512_sra_epi32(s1, shift);
+        s2 = _mm512_sra_epi32(s2, shift);
+        s3 = _mm512_sra_epi32(s3, shift);
+        _mm512_storeu_si512((void *)(out + x),
+                            _mm512_packus_epi16(_mm512_packs_epi32(s0, s1), _mm512_packs_epi32(s2, s3)));
+    }
+    rs_vertical_row(rows, k, taps, precision, out, x, bytes);
+}
+
+/* An RGBX row into three float32 planes, sixteen pixels a step, for
+   _tensor.c's rows: SSE2 rgbx_row's operations (mask, convert, multiply,
+   subtract: the same values), with streaming stores, so the planes must be
+   64-byte aligned (the caller checks). The pixels done (a multiple of 16). */
+__attribute__((target("avx512f"))) static ptrdiff_t rs_rgbx_row_avx512(
+        const unsigned char *row, float *r, float *g, float *b, ptrdiff_t width, const float *k,
+        const float *mk, int flip) {
+    const __m512 k0 = _mm512_set1_ps(k[0]), k1 = _mm512_set1_ps(k[1]), k2 = _mm512_set1_ps(k[2]);
+    const __m512 m0 = _mm512_set1_ps(mk[0]), m1 = _mm512_set1_ps(mk[1]), m2 = _mm512_set1_ps(mk[2]);
+    const __m512i low = _mm512_set1_epi32(0xff);
+    const __m512i back = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    ptrdiff_t x = 0;
+    for (; x + 16 <= width; x += 16) {
+        __m512i px;
+        if (flip) {  /* output x..x+15 are input width-1-x down to width-16-x */
+            px = _mm512_loadu_si512((const void *)(row + (size_t)(width - 16 - x) * 4));
+            px = _mm512_permutexvar_epi32(back, px);
+        } else {
+            px = _mm512_loadu_si512((const void *)(row + (size_t)x * 4));
+        }
+        __m512 v0 = _mm512_cvtepi32_ps(_mm512_and_si512(px, low));
+        __m512 v1 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(px, 8), low));
+        __m512 v2 = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(px, 16), low));
+        _mm512_stream_ps(r + x, _mm512_sub_ps(_mm512_mul_ps(v0, k0), m0));
+        _mm512_stream_ps(g + x, _mm512_sub_ps(_mm512_mul_ps(v1, k1), m1));
+        _mm512_stream_ps(b + x, _mm512_sub_ps(_mm512_mul_ps(v2, k2), m2));
+    }
+    return x;
+}
+
+#endif
