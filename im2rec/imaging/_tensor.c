@@ -337,72 +337,68 @@ static PyObject *resample(PyObject *self, PyObject *args) {
     Py_buffer out, pix;
     if (take_buffers("resample", out_obj, pix_obj, out_need, item, pix_need, &out, &pix) < 0)
         return NULL;
-    rs_axis h, v;
-    if (rs_plan(&h, (int)width, box[0], box[2], (int)out_w, filter) < 0) {
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&pix);
-        Py_RETURN_FALSE;  /* Pillow's to do */
-    }
-    if (rs_plan(&v, (int)height, box[1], box[3], (int)out_h, filter) < 0) {
-        rs_free(&h);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&pix);
-        Py_RETURN_FALSE;
-    }
+    /* From here one exit: Py_False where Pillow is left to do it (a weight
+       table or a horizontal pass past its bound), Py_True when done. */
+    PyObject *result = Py_False;
+    rs_axis h = {0}, v = {0};
+    unsigned char *tmp = NULL, *row = NULL;
+    const unsigned char **rows = NULL;
+    const void *wide = NULL;
+#ifdef RS_X86
+    rs_wide plan;
+#endif
+    if (rs_plan(&h, (int)width, box[0], box[2], (int)out_w, filter) < 0 ||
+        rs_plan(&v, (int)height, box[1], box[3], (int)out_h, filter) < 0)
+        goto done;
     /* Pillow skips a pass that would change nothing; so do we (same bytes). */
     const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
     const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
     const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
     const size_t line = (size_t)out_w * (size_t)pixel_bytes;
-    if (across && (size_t)count * line > RS_MAX_PASS) {  /* Pillow's to refuse or do */
-        rs_free(&h);
-        rs_free(&v);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&pix);
-        Py_RETURN_FALSE;
+    if (across && (size_t)count * line > RS_MAX_PASS) goto done;
+    tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
+    row = malloc(line);
+    rows = malloc((size_t)v.ksize * sizeof *rows);
+    if (row == NULL || rows == NULL || (across && tmp == NULL)) {
+        result = NULL;
+        goto done;
     }
-    unsigned char *tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
-    unsigned char *row = malloc(line);
-    const unsigned char **rows = malloc((size_t)v.ksize * sizeof *rows);
-    int ok = row != NULL && rows != NULL && (!across || tmp != NULL);
-    const void *wide = NULL;
 #ifdef RS_X86
-    rs_wide plan;
-    if (ok && across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
+    if (across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
         rs_wide_plan(&plan, &h, (int)out_w, (int)width) == 0)
         wide = &plan;
 #endif
-    if (ok) {
-        const unsigned char *src = (const unsigned char *)pix.buf;
-        Py_BEGIN_ALLOW_THREADS
-        if (across)
-            rs_horizontal(src, (size_t)row_bytes, (int)pixel_bytes, first, count, &h, (int)out_w,
-                          tmp, vector, wide);
-        /* the horizontal pass's rows, or (no such pass) the window's own */
-        const unsigned char *base = across ? tmp : src + (size_t)first * (size_t)row_bytes;
-        const size_t stride = across ? line : (size_t)row_bytes;
-        for (Py_ssize_t y = 0; y < out_h; y++) {
-            const unsigned char *made;
-            if (down) {
-                for (int t = 0; t < v.taps[y]; t++)
-                    rows[t] = base + (size_t)(v.first[y] - first + t) * stride;
-                rs_vertical(rows, &v.k[(size_t)y * (size_t)v.ksize], v.taps[y], v.precision, row,
-                            line, vector);
-                made = row;
-            } else {
-                made = base + (size_t)(y - first) * stride;  /* first is 0 here */
-            }
-            if (normalised)
-                normalise_row(made, pixel_bytes, (float *)out.buf, plane, y, out_w, channels, k, mk, flip);
-            else
-                split_row(made, (size_t)pixel_bytes, (unsigned char *)out.buf, plane, y, out_w,
-                          channels, flip);
+    const unsigned char *src = (const unsigned char *)pix.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (across)
+        rs_horizontal(src, (size_t)row_bytes, (int)pixel_bytes, first, count, &h, (int)out_w, tmp,
+                      vector, wide);
+    /* the horizontal pass's rows, or (no such pass) the window's own */
+    const unsigned char *base = across ? tmp : src + (size_t)first * (size_t)row_bytes;
+    const size_t stride = across ? line : (size_t)row_bytes;
+    for (Py_ssize_t y = 0; y < out_h; y++) {
+        const unsigned char *made;
+        if (down) {
+            for (int t = 0; t < v.taps[y]; t++)
+                rows[t] = base + (size_t)(v.first[y] - first + t) * stride;
+            rs_vertical(rows, &v.k[(size_t)y * (size_t)v.ksize], v.taps[y], v.precision, row, line,
+                        vector);
+            made = row;
+        } else {
+            made = base + (size_t)(y - first) * stride;  /* first is 0 here */
         }
-#ifdef HAVE_RGBX_ROW
-        _mm_sfence();
-#endif
-        Py_END_ALLOW_THREADS
+        if (normalised)
+            normalise_row(made, pixel_bytes, (float *)out.buf, plane, y, out_w, channels, k, mk, flip);
+        else
+            split_row(made, (size_t)pixel_bytes, (unsigned char *)out.buf, plane, y, out_w,
+                      channels, flip);
     }
+#ifdef HAVE_RGBX_ROW
+    _mm_sfence();
+#endif
+    Py_END_ALLOW_THREADS
+    result = Py_True;
+done:
 #ifdef RS_X86
     if (wide != NULL) rs_wide_free(&plan);
 #endif
@@ -413,8 +409,9 @@ static PyObject *resample(PyObject *self, PyObject *args) {
     rs_free(&v);
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
-    if (!ok) return PyErr_NoMemory();
-    Py_RETURN_TRUE;
+    if (result == NULL) return PyErr_NoMemory();
+    Py_INCREF(result);
+    return result;
 }
 
 static PyMethodDef methods[] = {

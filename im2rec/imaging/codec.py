@@ -36,6 +36,7 @@ __all__ = [
     "exif_orientation",
     "open_image",
     "opencv_mode",
+    "pillow_simd",
     "pixel_limit",
 ]
 
@@ -62,18 +63,26 @@ def check_pixels(size: tuple[int, int], what: str, *, output: bool = False) -> N
         )
 
 
-def backend_info() -> dict[str, Any]:
-    """Which imaging backend is active: Pillow-SIMD or Pillow, its
-    libjpeg-turbo, and the libjpeg-turbo of im2rec's JPEG region decoder
-    (None when it was not built or ``IM2REC_NATIVE_JPEG=0``)."""
+def pillow_simd() -> bool:
+    """Whether the ``PIL`` imported is Pillow-SIMD's (installed under its own
+    name, at the version ``PIL`` reports)."""
     from importlib import metadata
 
     import PIL
 
     try:
-        simd = metadata.version("pillow-simd") == PIL.__version__
+        return metadata.version("pillow-simd") == PIL.__version__
     except metadata.PackageNotFoundError:
-        simd = False
+        return False
+
+
+def backend_info() -> dict[str, Any]:
+    """Which imaging backend is active: Pillow-SIMD or Pillow, its
+    libjpeg-turbo, and the libjpeg-turbo of im2rec's JPEG region decoder
+    (None when it was not built or ``IM2REC_NATIVE_JPEG=0``)."""
+    import PIL
+
+    simd = pillow_simd()
     regions = native.load("jpeg") if native.jpeg_regions_on() else None
     turbo = features.check_feature("libjpeg_turbo")
     return {

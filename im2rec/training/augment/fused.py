@@ -23,16 +23,14 @@ part of the general path: with it, this path is about twice as fast
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 import numpy as np
-import PIL
 from PIL import Image
 
 from ... import native
 from ...imaging import jpeg
-from ...imaging.codec import Plan
+from ...imaging.codec import Plan, pillow_simd
 
 # (None: built without a compiler, or switched off: numpy normalises)
 _tensor: Any = native.load("tensor")
@@ -47,11 +45,7 @@ def _ours() -> frozenset[Image.Resampling]:
     Pillow's), not the cubic and Lanczos filters, whose overshoot Pillow-SIMD's
     16-bit weights round otherwise (up to tens of levels on noise)."""
     R = Image.Resampling
-    try:
-        simd = metadata.version("pillow-simd") == PIL.__version__
-    except metadata.PackageNotFoundError:
-        simd = False
-    cubic = (R.BICUBIC, R.LANCZOS) if simd else ()
+    cubic = (R.BICUBIC, R.LANCZOS) if pillow_simd() else ()
     return frozenset((R.BILINEAR, R.HAMMING, *cubic))
 
 
