@@ -1,5 +1,5 @@
 """The compiled parts, all optional: JPEG region decoding against
-libjpeg-turbo (im2rec/imaging/_jpeg.c), pixels to normalised tensors
+libjpeg-turbo (im2rec/imaging/_jpeg.c, the training crop in _crop.h), pixels to normalised tensors
 (im2rec/imaging/_tensor.c, resampling in _resample.h), the magic-word scan (im2rec/recordio/_words.c),
 kernel copies of records without the GIL (im2rec/storage/_copies.c) and
 the tar header check of rec import (im2rec/formats/_ustar.c).
@@ -14,8 +14,9 @@ from setuptools import Extension, setup
 FLAGS = ["-O2", "-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 # Overflow-checked arithmetic shared by every extension (docs/security.md).
 DEPENDS = ["im2rec/checked.h"]
-# _tensor.c's own headers: the resampler and its x86 kernels, the Arrow reader
-HEADERS = ("_resample.h", "_resample_x86.h", "_arrow.h")
+# _tensor.c's own headers: the resampler and its x86 kernels, the Arrow reader,
+# and the C table it gives _jpeg.c (whose training crop is in _crop.h)
+HEADERS = ("_resample.h", "_resample_x86.h", "_arrow.h", "_tensor_api.h")
 
 setup(
     ext_modules=[
@@ -24,7 +25,7 @@ setup(
             ["im2rec/imaging/_jpeg.c"],
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
-            depends=DEPENDS,
+            depends=[*DEPENDS, "im2rec/imaging/_crop.h", "im2rec/imaging/_tensor_api.h"],
             optional=True,
         ),
         Extension(

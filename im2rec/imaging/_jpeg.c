@@ -145,6 +145,17 @@ static int get_buffer(PyObject *obj, Py_buffer *view) {
     return 0;
 }
 
+/* The EXIF orientation among the markers job_header saved (0: none). */
+static int saved_orientation(j_decompress_ptr cinfo) {
+    for (jpeg_saved_marker_ptr m = cinfo->marker_list; m != NULL; m = m->next) {
+        if (m->marker == JPEG_APP0 + 1) {
+            int orientation = exif_orientation(m->data, m->data_length);
+            if (orientation) return orientation;
+        }
+    }
+    return 0;
+}
+
 static PyObject *header(PyObject *self, PyObject *args) {
     PyObject *obj;
     Py_buffer view;
@@ -155,12 +166,7 @@ static PyObject *header(PyObject *self, PyObject *args) {
     job_init(&job, view.buf, (size_t)view.len);
     Py_BEGIN_ALLOW_THREADS
     failed = job_header(&job, 1);
-    if (!failed) {
-        jpeg_saved_marker_ptr m;
-        for (m = job.cinfo.marker_list; m != NULL && !orientation; m = m->next) {
-            if (m->marker == JPEG_APP0 + 1) orientation = exif_orientation(m->data, m->data_length);
-        }
-    }
+    if (!failed) orientation = saved_orientation(&job.cinfo);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (failed) {
@@ -325,7 +331,11 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NIIII)", pixels, x, (unsigned)top, width, (unsigned)rows);
 }
 
+#include "_crop.h"
+
 static PyMethodDef methods[] = {
+    {"crop_plan", crop_plan, METH_VARARGS, "the options of crop, checked, as a capsule"},
+    {"crop", crop, METH_VARARGS, "a training sample drawn, decoded and resampled into planes"},
     {"header", header, METH_VARARGS, "(width, height, components, colour space, EXIF orientation)"},
     {"decode", decode, METH_VARARGS, "(pixels, left, top, width, height) of a region"},
     {NULL, NULL, 0, NULL},

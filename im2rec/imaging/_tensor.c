@@ -22,6 +22,7 @@
  */
 #include "../checked.h"
 #include "_resample.h"
+#include "_tensor_api.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -235,6 +236,38 @@ static void normalise_row(const unsigned char *row, Py_ssize_t pixel_bytes, floa
         colour_row(row, 1, line, plane, width, k, mk, flip);
 }
 
+/* Row y of the planes from one row of pixels: float32 (k, mk) or, with k
+   NULL, uint8. */
+static inline void plane_row(const unsigned char *row, int pixel_bytes, void *out, size_t plane,
+                             int y, int width, int channels, const float *k, const float *mk,
+                             int flip) {
+    if (k != NULL)
+        normalise_row(row, pixel_bytes, (float *)out, plane, y, width, channels, k, mk, flip);
+    else
+        split_row(row, (size_t)pixel_bytes, (unsigned char *)out, plane, y, width, channels, flip);
+}
+
+/* The streamed planes visible before the batch is handed on. */
+static inline void planes_done(void) {
+#ifdef HAVE_RGBX_ROW
+    _mm_sfence();
+#endif
+}
+
+/* The window's pixels to out as they are: float32 planes (k, mk) or,
+   with k NULL, uint8 ones. */
+static void window_into(const unsigned char *src, size_t row_bytes, int pixel_bytes, int left,
+                        int top, int width, int height, int channels, void *out, const float *k,
+                        const float *mk, int flip) {
+    const size_t plane = (size_t)width * (size_t)height;
+    for (int y = 0; y < height; y++) {
+        const unsigned char *row =
+            src + (size_t)(top + y) * row_bytes + (size_t)left * (size_t)pixel_bytes;
+        plane_row(row, pixel_bytes, out, plane, y, width, channels, k, mk, flip);
+    }
+    planes_done();
+}
+
 static PyObject *normalise(PyObject *self, PyObject *args) {
     PyObject *out_obj, *pix_obj, *k_obj, *mk_obj;
     Py_ssize_t row_bytes, pixel_bytes, left, top, width, height, channels;
@@ -251,17 +284,9 @@ static PyObject *normalise(PyObject *self, PyObject *args) {
     if (window_buffers("normalise", out_obj, pix_obj, row_bytes, pixel_bytes, left, top, width,
                        height, channels, sizeof(float), &out, &pix) < 0)
         return NULL;
-    const size_t plane = (size_t)width * (size_t)height;
-    float *dst = (float *)out.buf;
-    const unsigned char *src = (const unsigned char *)pix.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t y = 0; y < height; y++) {
-        const unsigned char *row = src + (size_t)(top + y) * (size_t)row_bytes + (size_t)left * (size_t)pixel_bytes;
-        normalise_row(row, pixel_bytes, dst, plane, y, width, channels, k, mk, flip);
-    }
-#ifdef HAVE_RGBX_ROW
-    _mm_sfence();  /* the streamed planes are visible before the batch is handed on */
-#endif
+    window_into(pix.buf, (size_t)row_bytes, (int)pixel_bytes, (int)left, (int)top, (int)width,
+                (int)height, (int)channels, out.buf, k, mk, flip);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
@@ -281,18 +306,82 @@ static PyObject *split(PyObject *self, PyObject *args) {
     if (window_buffers("split", out_obj, pix_obj, row_bytes, pixel_bytes, left, top, width, height,
                        channels, 1, &out, &pix) < 0)
         return NULL;
-    unsigned char *dst = (unsigned char *)out.buf;
-    const unsigned char *src = (const unsigned char *)pix.buf;
-    const size_t plane = (size_t)width * (size_t)height;
-    const size_t step = (size_t)pixel_bytes;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t y = 0; y < height; y++)
-        split_row(src + (size_t)(top + y) * (size_t)row_bytes + (size_t)left * step, step, dst,
-                  plane, y, width, channels, flip);
+    window_into(pix.buf, (size_t)row_bytes, (int)pixel_bytes, (int)left, (int)top, (int)width,
+                (int)height, (int)channels, out.buf, NULL, NULL, flip);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
     Py_RETURN_NONE;
+}
+
+/* The resampling itself, on checked buffers (tensor_api.resample). */
+static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_bytes, int width,
+                         int height, const float box[4], int filter, int channels, int out_w,
+                         int out_h, void *out, const float *k, const float *mk, int flip,
+                         int vector) {
+    /* From here one exit: 0 where Pillow is left to do it (a weight table
+       or a horizontal pass past its bound), 1 when done, -1 no memory. */
+    int result = 0;
+    const size_t plane = (size_t)out_w * (size_t)out_h;
+    rs_axis h = {0}, v = {0};
+    unsigned char *tmp = NULL, *row = NULL;
+    const unsigned char **rows = NULL;
+    const void *wide = NULL;
+#ifdef RS_X86
+    rs_wide plan;
+#endif
+    if (rs_plan(&h, width, box[0], box[2], out_w, filter) < 0 ||
+        rs_plan(&v, height, box[1], box[3], out_h, filter) < 0)
+        goto done;
+    /* Pillow skips a pass that would change nothing; so do we (same bytes). */
+    const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
+    const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
+    const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
+    const size_t line = (size_t)out_w * (size_t)pixel_bytes;
+    if (across && (size_t)count * line > RS_MAX_PASS) goto done;
+    tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
+    row = malloc(line);
+    rows = malloc((size_t)v.ksize * sizeof *rows);
+    if (row == NULL || rows == NULL || (across && tmp == NULL)) {
+        result = -1;
+        goto done;
+    }
+#ifdef RS_X86
+    if (across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
+        rs_wide_plan(&plan, &h, out_w, width) == 0)
+        wide = &plan;
+#endif
+    if (across)
+        rs_horizontal(src, row_bytes, pixel_bytes, first, count, &h, out_w, tmp, vector, wide);
+    /* the horizontal pass's rows, or (no such pass) the window's own */
+    const unsigned char *base = across ? tmp : src + (size_t)first * row_bytes;
+    const size_t stride = across ? line : row_bytes;
+    for (int y = 0; y < out_h; y++) {
+        const unsigned char *made;
+        if (down) {
+            for (int t = 0; t < v.taps[y]; t++)
+                rows[t] = base + (size_t)(v.first[y] - first + t) * stride;
+            rs_vertical(rows, &v.k[(size_t)y * (size_t)v.ksize], v.taps[y], v.precision, row, line,
+                        vector);
+            made = row;
+        } else {
+            made = base + (size_t)(y - first) * stride;  /* first is 0 here */
+        }
+        plane_row(made, pixel_bytes, out, plane, y, out_w, channels, k, mk, flip);
+    }
+    planes_done();
+    result = 1;
+done:
+#ifdef RS_X86
+    if (wide != NULL) rs_wide_free(&plan);
+#endif
+    free(tmp);
+    free(row);
+    free(rows);
+    rs_free(&h);
+    rs_free(&v);
+    return result;
 }
 
 /* The window (width x height pixels) resampled from box to the planes'
@@ -337,82 +426,19 @@ static PyObject *resample(PyObject *self, PyObject *args) {
     Py_buffer out, pix;
     if (take_buffers("resample", out_obj, pix_obj, out_need, item, pix_need, &out, &pix) < 0)
         return NULL;
-    /* From here one exit: Py_False where Pillow is left to do it (a weight
-       table or a horizontal pass past its bound), Py_True when done. */
-    PyObject *result = Py_False;
-    rs_axis h = {0}, v = {0};
-    unsigned char *tmp = NULL, *row = NULL;
-    const unsigned char **rows = NULL;
-    const void *wide = NULL;
-#ifdef RS_X86
-    rs_wide plan;
-#endif
-    if (rs_plan(&h, (int)width, box[0], box[2], (int)out_w, filter) < 0 ||
-        rs_plan(&v, (int)height, box[1], box[3], (int)out_h, filter) < 0)
-        goto done;
-    /* Pillow skips a pass that would change nothing; so do we (same bytes). */
-    const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
-    const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
-    const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
-    const size_t line = (size_t)out_w * (size_t)pixel_bytes;
-    if (across && (size_t)count * line > RS_MAX_PASS) goto done;
-    tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
-    row = malloc(line);
-    rows = malloc((size_t)v.ksize * sizeof *rows);
-    if (row == NULL || rows == NULL || (across && tmp == NULL)) {
-        result = NULL;
-        goto done;
-    }
-#ifdef RS_X86
-    if (across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
-        rs_wide_plan(&plan, &h, (int)out_w, (int)width) == 0)
-        wide = &plan;
-#endif
-    const unsigned char *src = (const unsigned char *)pix.buf;
+    int done;
     Py_BEGIN_ALLOW_THREADS
-    if (across)
-        rs_horizontal(src, (size_t)row_bytes, (int)pixel_bytes, first, count, &h, (int)out_w, tmp,
-                      vector, wide);
-    /* the horizontal pass's rows, or (no such pass) the window's own */
-    const unsigned char *base = across ? tmp : src + (size_t)first * (size_t)row_bytes;
-    const size_t stride = across ? line : (size_t)row_bytes;
-    for (Py_ssize_t y = 0; y < out_h; y++) {
-        const unsigned char *made;
-        if (down) {
-            for (int t = 0; t < v.taps[y]; t++)
-                rows[t] = base + (size_t)(v.first[y] - first + t) * stride;
-            rs_vertical(rows, &v.k[(size_t)y * (size_t)v.ksize], v.taps[y], v.precision, row, line,
-                        vector);
-            made = row;
-        } else {
-            made = base + (size_t)(y - first) * stride;  /* first is 0 here */
-        }
-        if (normalised)
-            normalise_row(made, pixel_bytes, (float *)out.buf, plane, y, out_w, channels, k, mk, flip);
-        else
-            split_row(made, (size_t)pixel_bytes, (unsigned char *)out.buf, plane, y, out_w,
-                      channels, flip);
-    }
-#ifdef HAVE_RGBX_ROW
-    _mm_sfence();
-#endif
+    done = resample_into(pix.buf, (size_t)row_bytes, (int)pixel_bytes, (int)width, (int)height,
+                         box, filter, (int)channels, (int)out_w, (int)out_h, out.buf,
+                         normalised ? k : NULL, mk, flip, vector);
     Py_END_ALLOW_THREADS
-    result = Py_True;
-done:
-#ifdef RS_X86
-    if (wide != NULL) rs_wide_free(&plan);
-#endif
-    free(tmp);
-    free(row);
-    free(rows);
-    rs_free(&h);
-    rs_free(&v);
     PyBuffer_Release(&out);
     PyBuffer_Release(&pix);
-    if (result == NULL) return PyErr_NoMemory();
-    Py_INCREF(result);
-    return result;
+    if (done < 0) return PyErr_NoMemory();
+    return PyBool_FromLong(done);
 }
+
+static const tensor_api api = {resample_into, window_into};
 
 static PyMethodDef methods[] = {
     {"normalise", normalise, METH_VARARGS, "8-bit pixels -> normalised float32 planes"},
@@ -426,4 +452,15 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__tensor(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__tensor(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    /* (the table is static and read-only: the capsule owns nothing) */
+    PyObject *capsule = PyCapsule_New((void *)&api, TENSOR_API_NAME, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -32,31 +32,15 @@ from PIL import Image
 from ...errors import ConfigError
 from ...imaging.codec import Plan, opencv_mode, pixel_limit, resize
 from ...imaging.regions import decode_region
-from . import fused, geometry, reuse
+from . import fused, geometry, options, reuse
 from .color import Photometric
-from .geometry import INTER_METHODS, INTERPOLATION, Affine, CropRule
+from .geometry import INTERPOLATION, Affine, CropRule
 
 __all__ = ["INTERPOLATION", "Augmenter", "process_rng"]
 
-#: Numeric options, checked to be finite numbers.
-#: the largest value of the options that scale colours (MXNet's recipes use
-#: 0-1; past these the float32 arithmetic overflows into NaN batches)
-_RANGES = {"brightness": 100.0, "contrast": 100.0, "saturation": 100.0, "pca_noise": 100.0,
-           "max_random_contrast": 100.0, "max_random_illumination": 1e6}  # fmt: skip
-#: mean and scale/std bounds: every normalised value stays far inside float32
-_MAX_LEVEL = 1e6
-
-_NUMBERS = (
-    "resize", "max_rotate_angle", "max_aspect_ratio", "max_shear_ratio", "max_crop_size",
-    "min_crop_size", "max_random_scale", "min_random_scale", "max_random_area",
-    "min_random_area", "max_img_size", "min_img_size", "brightness", "contrast", "saturation",
-    "pca_noise", "random_h", "random_s", "random_l", "rotate", "fill_value", "pad",
-    "max_random_contrast", "max_random_illumination",
-)  # fmt: skip
 #: data_shape[0] -> OpenCV imread flag (docs/format.md, "One record's
 #: pipeline", step 2).
 _COLOR = {1: 0, 3: 1, 4: -1}
-DTYPES = ("float32", "uint8", "int8")
 
 
 @dataclass(frozen=True)
@@ -117,6 +101,7 @@ class Augmenter:
     _mean_int: np.ndarray = field(init=False, repr=False, compare=False)
     _coef: tuple[list[float], list[float]] = field(init=False, repr=False, compare=False)
     _one_pass: bool = field(init=False, repr=False, compare=False)
+    _native: Any = field(init=False, repr=False, compare=False)  # fused.crop's plan, or None
 
     def __post_init__(self) -> None:
         shape = tuple(self.data_shape)
@@ -129,10 +114,10 @@ class Augmenter:
         if shape[1] * shape[2] > pixel_limit():
             raise ConfigError(f"data_shape {shape} has more pixels than the limit")
         object.__setattr__(self, "data_shape", tuple(int(v) for v in shape))
-        self._check()
-        ratio = self._aspect_range()
+        options.check(self)
+        ratio = options.aspect_range(self)
         set_ = object.__setattr__
-        crop_size = self._crop_size()
+        crop_size = options.crop_size(self)
         set_(self, "_crop", CropRule(
             shape[2], shape[1], self.rand_crop, self.random_resized_crop,
             (self.min_random_area, self.max_random_area), ratio, crop_size,
@@ -169,6 +154,7 @@ class Augmenter:
             and not self._photo.active() and self.mean_img is None and self.max_random_contrast == 0
             and self.max_random_illumination == 0 and shape[0] in (1, 3) and fused.available()
         ))  # fmt: skip
+        set_(self, "_native", self._native_plan())
         if self.mean_img is not None:
             img = np.asarray(self.mean_img, np.float32)
             if img.shape != shape:
@@ -178,93 +164,31 @@ class Augmenter:
                 )
             set_(self, "mean_img", img)
 
-    def _check(self) -> None:
-        if self.inter_method not in INTER_METHODS:
-            raise ConfigError(
-                f"inter_method must be one of {', '.join(map(str, INTER_METHODS))} "
-                f"(0 nearest, 1 bilinear, 2 cubic, 3 area, 4 Lanczos, 9 auto, 10 random), "
-                f"not {self.inter_method}"
-            )
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
-        channels = self.data_shape[0]
-        try:
-            mean = np.asarray(self.mean, np.float64)[:channels]
-            std = np.asarray(self.std, np.float64)[:channels]
-            scale = float(self.scale)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"mean, std and scale must be numbers: {exc}") from None
-        if len(mean) < channels or len(std) < channels or np.any(std == 0):
-            raise ConfigError(f"need a mean and a non-zero std for each of {channels} channels")
-        if not (np.isfinite(mean).all() and np.isfinite(std).all() and np.isfinite(scale)):
-            raise ConfigError(
-                f"mean, std and scale must be finite, not mean={mean.tolist()}, "
-                f"std={std.tolist()}, scale={scale}"
-            )
-        for name in _NUMBERS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-                raise ConfigError(f"{name} must be a number, not {value!r}")
-            if not np.isfinite(value):
-                raise ConfigError(f"{name} must be finite, not {value}")
-        if not 0 <= self.fill_value <= 255:
-            raise ConfigError(f"fill_value must be 0-255, not {self.fill_value}")
-        if self.pad < 0 or self.pad > 1 << 14:
-            raise ConfigError(f"pad must be between 0 and 16384 pixels, not {self.pad}")
-        if not 0 < self.min_random_area <= self.max_random_area:
-            raise ConfigError("need 0 < min_random_area <= max_random_area")
-        if self.min_random_scale <= 0 or self.min_random_scale > self.max_random_scale:
-            raise ConfigError("need 0 < min_random_scale <= max_random_scale")
-        if self.max_random_scale * max(self.data_shape[1:]) > 1 << 16:
-            raise ConfigError(f"max_random_scale {self.max_random_scale} is too large")
-        if self.min_img_size < 0 or self.min_img_size > min(self.max_img_size, 1 << 16):
-            raise ConfigError("need 0 <= min_img_size <= max_img_size, at most 65536")
-        if self.max_shear_ratio < 0 or self.max_rotate_angle < 0:
-            raise ConfigError("max_shear_ratio and max_rotate_angle must not be negative")
-        for name, most in _RANGES.items():
-            if not 0 <= getattr(self, name) <= most:
-                raise ConfigError(
-                    f"{name} must be between 0 and {most:g}, not {getattr(self, name)!r} "
-                    "(larger values overflow float32 into NaN batches)"
-                )
-        if np.abs(mean).max() > _MAX_LEVEL or np.abs(scale / std).max() > _MAX_LEVEL:
-            raise ConfigError(
-                f"mean and scale/std must be at most {_MAX_LEVEL:g} in size, not "
-                f"mean={mean.tolist()}, std={std.tolist()}, scale={scale} (their results would "
-                "overflow float32 into NaN batches)"
-            )
-        if self.random_resized_crop and (
-            (self.min_random_scale, self.max_random_scale) != (1.0, 1.0)
-            or self.min_crop_size != -1 or self.max_crop_size != -1 or self.rand_crop
-        ):  # fmt: skip
-            raise ConfigError(
-                "random_resized_crop does not combine with min/max_random_scale, "
-                "min/max_crop_size or rand_crop (MXNet refuses them too)"
-            )
-
-    def _aspect_range(self) -> tuple[float, float]:
-        """MXNet's aspect range: ``[min_aspect_ratio, max_aspect_ratio]``, or
-        ``1 ± max_aspect_ratio`` without a minimum."""
-        if self.min_aspect_ratio is None:
-            low, high = 1 - self.max_aspect_ratio, 1 + self.max_aspect_ratio
-        else:
-            low, high = self.min_aspect_ratio, self.max_aspect_ratio
-        if not 0 < low <= high:
-            raise ConfigError(
-                f"the aspect ratio range [{low:g}, {high:g}] must be positive and ordered "
-                "(min_aspect_ratio <= max_aspect_ratio; without min_aspect_ratio, "
-                "max_aspect_ratio < 1)"
-            )
-        return float(low), float(high)
-
-    def _crop_size(self) -> tuple[int, int] | None:
-        low, high = self.min_crop_size, self.max_crop_size
-        if low == -1 and high == -1:
+    def _native_plan(self) -> Any:
+        """:func:`fused.crop`'s plan where the whole sample can be made in C:
+        the one-pass path, MXNet's random-resized crop and a fixed filter."""
+        rule = self._crop
+        if not (
+            self._one_pass
+            and rule.uses_area()
+            and self.inter_method in INTERPOLATION
+            and isinstance(self.resize, int | np.integer)
+        ):
             return None
-        low, high = (high, high) if low == -1 else (low, low) if high == -1 else (low, high)
-        if not 0 < low <= high:
-            raise ConfigError("need 0 < min_crop_size <= max_crop_size")
-        return low, high
+        return fused.crop_plan(
+            self.channels, (rule.out_w, rule.out_h), int(self.resize), rule.area, rule.ratio,
+            (self.rand_mirror, self.mirror), INTERPOLATION[self.inter_method],
+            self._coef if self.dtype == "float32" else None,
+        )  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_native"]  # a capsule: made again where it is unpickled
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "_native", self._native_plan())
 
     @property
     def channels(self) -> int:
@@ -280,6 +204,13 @@ class Augmenter:
         Raises :class:`~im2rec.errors.ImageCodecError` for undecodable data,
         and a :class:`ConfigError` for an image the crop options cannot fit
         (smaller than ``max_crop_size``)."""
+        if self._native is not None:
+            done = fused.crop(self._native, payload, out, rng)
+            if isinstance(done, tuple):  # drawn, but left to Pillow: finished with those draws
+                self._finish(payload, out, rng, *done)
+                return
+            if done:
+                return
         flip = self.mirror or (self.rand_mirror and rng.random() < 0.5)
         interp = geometry.pick_interp(self.inter_method, rng)
         if self._one_pass:
@@ -290,6 +221,31 @@ class Augmenter:
             im = self._planned(payload, interp, rng)
         else:
             im = self._warped(payload, interp, rng)
+        self._emit(im, out, flip, rng)
+
+    def _finish(
+        self,
+        payload: bytes | memoryview,
+        out: np.ndarray,
+        rng: np.random.Generator,
+        flip: bool,
+        box: geometry.Box,
+    ) -> None:
+        """The rest of :meth:`write` for a crop :func:`fused.crop` drew but
+        left to Pillow (a filter table past the resampler's bound)."""
+        size = (self._crop.out_w, self._crop.out_h)
+        method = INTERPOLATION[self.inter_method]
+
+        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+            return box, size
+
+        color = _COLOR[self.channels]
+        if not fused.write(payload, color, plan, lambda: method, out, *self._coef, flip):
+            # (not reached: fused.crop took this JPEG) the general path
+            self._emit(decode_region(payload, color, plan, method), out, flip, rng)
+
+    def _emit(self, im: Image.Image, out: np.ndarray, flip: bool, rng: np.random.Generator) -> None:
+        """The decoded crop ``im`` to ``out``: colour changes, mirror, normalisation."""
         if self.channels == 4 and im.mode != "RGBA":
             im = opencv_mode(im, 1).convert("RGBA")  # lenient: MXNet demands stored alpha
         pixels: np.ndarray = np.asarray(im)

@@ -29,13 +29,16 @@ import numpy as np
 from PIL import Image
 
 from ... import native
+from ...errors import ImageCodecError
 from ...imaging import jpeg
-from ...imaging.codec import Plan, pillow_simd
+from ...imaging.codec import Plan, pillow_simd, pixel_limit
 
 # (None: built without a compiler, or switched off: numpy normalises)
 _tensor: Any = native.load("tensor")
+# (None: no region decoder; crop() is in it, using _tensor's C table)
+_jpeg: Any = native.load("jpeg") if _tensor is not None else None
 
-__all__ = ["available", "write"]
+__all__ = ["available", "crop", "crop_plan", "write"]
 
 
 def _ours() -> frozenset[Image.Resampling]:
@@ -56,6 +59,56 @@ _OURS = _ours()
 def available() -> bool:
     """Whether the one-pass path is built and switched on."""
     return _tensor is not None and jpeg.enabled()
+
+
+def crop_plan(
+    channels: int,
+    size: tuple[int, int],
+    resize: int,
+    area: tuple[float, float],
+    ratio: tuple[float, float],
+    mirror: tuple[bool, bool],
+    method: Image.Resampling,
+    coef: tuple[list[float], list[float]] | None,
+) -> Any:
+    """The options of :func:`crop` for a random-resized crop to ``size``
+    (``mirror``: random, always; ``coef``: the normaliser's ``k`` and ``mk``,
+    None for uint8), or None where the C path does not take them: not built,
+    a filter it does not resample as Pillow (:data:`_OURS`), or sizes past
+    what it checks (a resize above 32,768, an area or aspect range that
+    overflows; the Python path takes those)."""
+    if (
+        _jpeg is None
+        or not hasattr(_jpeg, "crop")
+        or method not in _OURS
+        or channels not in (1, 3)
+        or resize > 1 << 15
+        or area[1] > 1e6
+        or not 1e-9 <= ratio[0] <= ratio[1] <= 1e9
+    ):
+        return None
+    k, mk = coef if coef is not None else (None, None)
+    return _jpeg.crop_plan(channels, size[0], size[1], resize, *area, *ratio, *mirror,
+                           int(method), k, mk)  # fmt: skip
+
+
+def crop(
+    plan: Any, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator
+) -> bool | tuple[bool, tuple[float, float, float, float]] | None:
+    """Augmenter.write's whole one-pass path in one C call: the mirror and
+    the random-resized crop drawn from ``rng`` (numpy's own draws, the same
+    stream), the JPEG region decoded and resampled into ``out``. True when
+    done; None, with nothing drawn, where the Python path is to run instead
+    (not a JPEG the region decoder takes, over the pixel limit); ``(flip,
+    box)`` when the draws are made but the resampler leaves the sample to
+    Pillow (the caller finishes it with them)."""
+    if not jpeg.enabled():
+        return None
+    try:
+        got: Any = _jpeg.crop(plan, payload, out, rng.bit_generator, pixel_limit())
+    except ValueError as exc:
+        raise ImageCodecError(f"cannot decode image: {exc}") from exc
+    return got  # type: ignore[no-any-return]
 
 
 def write(

@@ -1,0 +1,346 @@
+/* The training recipe's sample in one C call (included by _jpeg.c): draw
+ * the random-resized crop and the mirror from numpy's generator, decode the
+ * JPEG region the crop needs, and resample it into the output planes
+ * through _tensor's C table (_tensor_api.h).
+ *
+ *   crop_plan(channels, out_w, out_h, resize, area_lo, area_hi,
+ *             ratio_lo, ratio_hi, rand_mirror, mirror, filter, k, mk) -> plan
+ *   crop(plan, data, out, bit_generator, max_pixels[, vector])
+ *       -> True (done), None (not taken: nothing drawn), or (flip, box)
+ *
+ * It is Augmenter.write's one-pass path (im2rec/training/augment/fused.py)
+ * without the Python between the calls, which cost a sample 0.04 ms of its
+ * 0.29 (docs/performance.md, "The crop in C"). The contract is that path's
+ * output and its random stream, draw for draw:
+ * - the draws are numpy's own: the generator's next_double and next_uint32
+ *   through its public bitgen_t (numpy/random/bitgen.h), uniform as
+ *   low + (high - low) * next_double, integers(0, n) by Lemire's bounded
+ *   method as numpy's random_bounded_uint64 does for ranges below 2**32;
+ * - the geometry is the Python code's, operation for operation in double
+ *   precision (augment/geometry.py final_crop, jpeg.py window, _draft_scale);
+ * - the tests compare both paths' planes and generator states over random
+ *   images, options and seeds (tests/training/test_crop_native.py).
+ * None is returned before anything is drawn wherever the Python path does
+ * something else (not a JPEG this decoder takes, over the pixel limit), so
+ * the caller's Python path then draws as it always did. (flip, box) means
+ * the draws are made but the resampler left the work to Pillow (a weight
+ * table past its bound): the caller finishes that sample with this box.
+ */
+#include "_tensor_api.h"
+#include <math.h>
+#include <stdint.h>
+
+/* numpy's bitgen_t (numpy/random/bitgen.h, public and unchanged since
+   numpy 1.17), the struct behind BitGenerator.capsule */
+typedef struct {
+    void *state;
+    uint64_t (*next_uint64)(void *st);
+    uint32_t (*next_uint32)(void *st);
+    double (*next_double)(void *st);
+    uint64_t (*next_raw)(void *st);
+} bitgen_t;
+
+#define PLAN_NAME "im2rec.imaging._jpeg.crop_plan"
+
+typedef struct {
+    int channels, out_w, out_h, resize, rand_mirror, mirror, filter, normalised;
+    double area[2], ratio[2];
+    float k[3], mk[3];
+} CropPlan;
+
+static const tensor_api *tensor;  /* _tensor's table, taken at the first crop_plan */
+
+/* numpy's Generator.integers(0, n) for 1 <= n <= 2**32 - 1 */
+static uint64_t draw_below(bitgen_t *g, uint64_t n) {
+    const uint32_t rng = (uint32_t)(n - 1), excl = rng + 1;
+    if (rng == 0) return 0;  /* numpy draws nothing for a range of one */
+    uint64_t m = (uint64_t)g->next_uint32(g->state) * excl;
+    uint32_t leftover = (uint32_t)m;
+    if (leftover < excl) {
+        const uint32_t threshold = (UINT32_MAX - rng) % excl;
+        while (leftover < threshold) {
+            m = (uint64_t)g->next_uint32(g->state) * excl;
+            leftover = (uint32_t)m;
+        }
+    }
+    return m >> 32;
+}
+
+static double draw_uniform(bitgen_t *g, const double range[2]) {
+    return range[0] + (range[1] - range[0]) * g->next_double(g->state);
+}
+
+static void plan_free(PyObject *capsule) {
+    PyMem_Free(PyCapsule_GetPointer(capsule, PLAN_NAME));
+}
+
+static PyObject *crop_plan(PyObject *self, PyObject *args) {
+    CropPlan p;
+    PyObject *k_obj, *mk_obj;
+    if (!PyArg_ParseTuple(args, "iiiiddddppiOO:crop_plan", &p.channels, &p.out_w, &p.out_h,
+                          &p.resize, &p.area[0], &p.area[1], &p.ratio[0], &p.ratio[1],
+                          &p.rand_mirror, &p.mirror, &p.filter, &k_obj, &mk_obj))
+        return NULL;
+    /* the Augmenter checked these; the plan checks them again (a bad plan
+       must not reach the resampler) */
+    if (!(p.channels == 1 || p.channels == 3) || p.out_w <= 0 || p.out_h <= 0 ||
+        p.out_w > 1 << 16 || p.out_h > 1 << 16 || p.resize > 1 << 15 ||
+        !(p.area[0] > 0 && p.area[0] <= p.area[1] && p.ratio[0] > 0 && p.ratio[0] <= p.ratio[1]) ||
+        p.area[1] > 1e6 || p.ratio[0] < 1e-9 || p.ratio[1] > 1e9 ||
+        !(p.filter == 1 || p.filter == 2 || p.filter == 3 || p.filter == 5)) {
+        PyErr_SetString(PyExc_ValueError, "crop_plan: bad options");
+        return NULL;
+    }
+    p.normalised = k_obj != Py_None;
+    for (int c = 0; c < 3; c++) p.k[c] = p.mk[c] = 0.0f;
+    for (int c = 0; p.normalised && c < p.channels; c++) {
+        PyObject *kv = PySequence_GetItem(k_obj, c), *mv = PySequence_GetItem(mk_obj, c);
+        double kd = kv ? PyFloat_AsDouble(kv) : -1.0, md = mv ? PyFloat_AsDouble(mv) : -1.0;
+        Py_XDECREF(kv);
+        Py_XDECREF(mv);
+        if (PyErr_Occurred()) return NULL;
+        p.k[c] = (float)kd;
+        p.mk[c] = (float)md;
+    }
+    if (tensor == NULL) {
+        /* (PyCapsule_Import only imports the package, then looks up attributes) */
+        PyObject *module = PyImport_ImportModule("im2rec.imaging._tensor");
+        Py_XDECREF(module);
+        tensor = module ? PyCapsule_Import(TENSOR_API_NAME, 0) : NULL;
+        if (tensor == NULL) return NULL;
+    }
+    CropPlan *held = PyMem_Malloc(sizeof *held);
+    if (held == NULL) return PyErr_NoMemory();
+    *held = p;
+    PyObject *capsule = PyCapsule_New(held, PLAN_NAME, plan_free);
+    if (capsule == NULL) PyMem_Free(held);
+    return capsule;
+}
+
+/* The crop's box in the image (the Python plan's return value). */
+typedef struct {
+    double box[4];
+    int flip;
+} Drawn;
+
+/* Augmenter._plan's draws for a width x height image: the mirror, then
+   geometry.final_crop's random-resized crop on the resized size (ten tries,
+   else the whole image enlarged to the output and its centre window),
+   scaled back to the image. */
+static void draw(const CropPlan *p, bitgen_t *g, int width, int height, Drawn *d) {
+    d->flip = p->mirror || (p->rand_mirror && g->next_double(g->state) < 0.5);
+    long long vw = width, vh = height;  /* geometry.resized */
+    if (p->resize > 0) {
+        if (height > width) vw = p->resize, vh = (long long)p->resize * height / width;
+        else vw = (long long)p->resize * width / height, vh = p->resize;
+    }
+    double box[4];
+    int cropped = 0;
+    for (int attempt = 0; attempt < 10 && !cropped; attempt++) {
+        double target = (double)(vw * vh) * draw_uniform(g, p->area);
+        double aspect = draw_uniform(g, p->ratio);
+        long long h = (long long)floor(sqrt(target / aspect) + 0.5);
+        long long w = (long long)floor(sqrt(target * aspect) + 0.5);
+        if (g->next_double(g->state) > 0.5) {
+            long long t = w;
+            w = h;
+            h = t;
+        }
+        if (0 < h && h <= vh && 0 < w && w <= vw) {
+            long long y = (long long)draw_below(g, (uint64_t)(vh - h + 1));
+            long long x = (long long)draw_below(g, (uint64_t)(vw - w + 1));
+            box[0] = (double)x, box[1] = (double)y, box[2] = (double)(x + w), box[3] = (double)(y + h);
+            cropped = 1;
+        }
+    }
+    if (!cropped) {  /* geometry.enlarged (float32, truncated) and centre_window */
+        long long sw = vw, sh = vh;
+        if (sh < p->out_h) sw = (long long)((float)p->out_h / (float)sh * (float)sw), sh = p->out_h;
+        if (sw < p->out_w) sh = (long long)((float)p->out_w / (float)sw * (float)sh), sw = p->out_w;
+        long long x = (sw - p->out_w) / 2, y = (sh - p->out_h) / 2;
+        double ex = (double)sw / (double)vw, ey = (double)sh / (double)vh;
+        box[0] = (double)x / ex, box[1] = (double)y / ey;
+        box[2] = (double)(x + p->out_w) / ex, box[3] = (double)(y + p->out_h) / ey;
+    }
+    double sx = (double)vw / (double)width, sy = (double)vh / (double)height;
+    d->box[0] = box[0] / sx, d->box[1] = box[1] / sy, d->box[2] = box[2] / sx, d->box[3] = box[3] / sy;
+}
+
+/* jpeg.py's _draft_scale: the DCT scale Pillow's draft picks for the crop */
+static int draft_scale(int width, int height, const double box[4], int out_w, int out_h) {
+    double cw = box[2] - box[0], ch = box[3] - box[1];
+    if (out_w * 2.0 > cw || out_h * 2.0 > ch) return 1;
+    double nw = ceil((double)((long long)width * out_w) / cw);
+    double nh = ceil((double)((long long)height * out_h) / ch);
+    if (!(nw >= 1 && nh >= 1)) return 1;
+    long long fw = width / (long long)nw, fh = height / (long long)nh, fits = fw < fh ? fw : fh;
+    return fits >= 8 ? 8 : fits >= 4 ? 4 : fits >= 2 ? 2 : 1;
+}
+
+/* What the sample's decode and resample need, from the drawn box (jpeg.py
+   window): the scale, the region, the box in it, a plain cut or not. */
+typedef struct {
+    int scale, exact;
+    long long left, top, right, bottom;
+    double fbox[4];
+} Region;
+
+static void region_of(const CropPlan *p, int width, int height, const Drawn *d, Region *r) {
+    const double *box = d->box;
+    r->scale = draft_scale(width, height, box, p->out_w, p->out_h);
+    long long sw = (width + r->scale - 1) / r->scale, sh = (height + r->scale - 1) / r->scale;
+    double fx = (double)sw / (double)width, fy = (double)sh / (double)height;
+    r->fbox[0] = box[0] * fx, r->fbox[1] = box[1] * fy, r->fbox[2] = box[2] * fx, r->fbox[3] = box[3] * fy;
+    long long cut[4];
+    for (int i = 0; i < 4; i++) cut[i] = (long long)box[i];  /* Python's int(): toward zero */
+    r->exact = r->scale == 1 && (double)cut[0] == box[0] && (double)cut[1] == box[1] &&
+               (double)cut[2] == box[2] && (double)cut[3] == box[3] &&
+               cut[2] - cut[0] == p->out_w && cut[3] - cut[1] == p->out_h;
+    if (r->exact) {
+        r->left = cut[0], r->top = cut[1], r->right = cut[2], r->bottom = cut[3];
+        return;
+    }
+    const double reach = p->filter == 1 ? 3.0 : p->filter == 3 ? 2.0 : 1.0;  /* jpeg._SUPPORT */
+    double gx = (r->fbox[2] - r->fbox[0]) / p->out_w, gy = (r->fbox[3] - r->fbox[1]) / p->out_h;
+    long long mx = (long long)ceil(reach * (gx > 1.0 ? gx : 1.0)) + 1;
+    long long my = (long long)ceil(reach * (gy > 1.0 ? gy : 1.0)) + 1;
+    long long left = (long long)floor(r->fbox[0]) - mx, top = (long long)floor(r->fbox[1]) - my;
+    long long right = (long long)ceil(r->fbox[2]) + mx, bottom = (long long)ceil(r->fbox[3]) + my;
+    r->left = left > 0 ? left : 0, r->top = top > 0 ? top : 0;
+    r->right = right < sw ? right : sw, r->bottom = bottom < sh ? bottom : sh;
+}
+
+/* The generator's lock held around the draws, as numpy's own methods hold it. */
+static int with_lock(PyObject *lock, const char *how) {
+    PyObject *got = PyObject_CallMethod(lock, how, NULL);
+    Py_XDECREF(got);
+    return got == NULL ? -1 : 0;
+}
+
+static PyObject *crop(PyObject *self, PyObject *args) {
+    PyObject *plan_obj, *data_obj, *out_obj, *gen_obj;
+    long long max_pixels;
+    int vector = 2;
+    if (!PyArg_ParseTuple(args, "OOOOL|i:crop", &plan_obj, &data_obj, &out_obj, &gen_obj,
+                          &max_pixels, &vector))
+        return NULL;
+    const CropPlan *p = PyCapsule_GetPointer(plan_obj, PLAN_NAME);
+    if (p == NULL) return NULL;
+    Py_buffer data, out;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *bytes = data.buf;
+    const size_t n = (size_t)data.len;
+    /* jpeg.window's own tests, in its order: a JPEG ending in EOI, a header
+       libjpeg reads, a colour space and orientation it takes, the pixel
+       limit (the Python path raises that one) */
+    if (n < 5 || (unsigned long long)n > ULONG_MAX || memcmp(bytes, "\xff\xd8\xff", 3) != 0 ||
+        bytes[n - 2] != 0xff || bytes[n - 1] != 0xd9) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    Job job;
+    int orientation = 0;
+    job_init(&job, bytes, n);
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = job_header(&job, 1);
+    if (!failed) orientation = saved_orientation(&job.cinfo);
+    Py_END_ALLOW_THREADS
+    const int width = (int)job.cinfo.image_width, height = (int)job.cinfo.image_height;
+    const J_COLOR_SPACE space = job.cinfo.jpeg_color_space;
+    job_end(&job);
+    if (failed || !(space == JCS_GRAYSCALE || space == JCS_RGB || space == JCS_YCbCr) ||
+        orientation > 1 || width <= 0 || height <= 0 ||
+        (long long)width * height > max_pixels) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    /* the planes, against the plan's shape */
+    const size_t item = p->normalised ? sizeof(float) : 1;
+    size_t need;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (!checked_mul3((size_t)p->out_w * (size_t)p->out_h, (size_t)p->channels, item, &need) ||
+        (size_t)out.len < need || (uintptr_t)out.buf % item != 0) {
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_TypeError, "crop: the output does not fit the plan");
+        return NULL;
+    }
+    bitgen_t *gen = NULL;
+    PyObject *capsule = PyObject_GetAttrString(gen_obj, "capsule");
+    PyObject *lock = capsule ? PyObject_GetAttrString(gen_obj, "lock") : NULL;
+    if (lock != NULL) gen = PyCapsule_GetPointer(capsule, "BitGenerator");
+    Drawn d;
+    if (gen == NULL || with_lock(lock, "acquire") < 0) {
+        failed = -1;
+    } else {
+        draw(p, gen, width, height, &d);
+        failed = with_lock(lock, "release");
+    }
+    Py_XDECREF(capsule);
+    Py_XDECREF(lock);
+    if (failed) {
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Region r;
+    region_of(p, width, height, &d, &r);
+    if (r.right <= r.left || r.bottom <= r.top) {  /* (not met: a drawn box lies in the image) */
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&data);
+        return PyErr_Format(PyExc_ValueError, "the region is outside the image");
+    }
+    const int gray = p->channels == 1 || space == JCS_GRAYSCALE, bpp = gray ? 1 : 4;
+    unsigned char *pixels = NULL;
+    JDIMENSION x = (JDIMENSION)r.left, w = (JDIMENSION)(r.right - r.left);
+    const JDIMENSION rows = (JDIMENSION)(r.bottom - r.top);
+    int done = 0;
+    job_init(&job, bytes, n);
+    Py_BEGIN_ALLOW_THREADS
+    failed = job_start(&job, r.scale, gray, 1, (unsigned long long)max_pixels, &x, &w);
+    if (!failed && (size_t)r.bottom > job.cinfo.output_height) {
+        strcpy(job.err.message, "the region is outside the image");
+        failed = -3;
+    }
+    size_t stride = (size_t)w * (size_t)bpp, total;
+    if (!failed && !(checked_mul(stride, rows, &total) && (pixels = malloc(total)) != NULL)) {
+        strcpy(job.err.message, "no memory for the region");
+        failed = -3;
+    }
+    if (!failed) failed = job_rows(&job, (JDIMENSION)r.top, rows, pixels, stride);
+    job_end(&job);
+    const float box[4] = {(float)(r.fbox[0] - x), (float)(r.fbox[1] - r.top),
+                          (float)(r.fbox[2] - x), (float)(r.fbox[3] - r.top)};
+    /* _tensor.resample's own checks of the box and the window, which the
+       Python path runs (and raises on) */
+    if (!failed && !(r.exact ? (size_t)(r.left - x) + (size_t)p->out_w <= (size_t)w &&
+                                   rows == (JDIMENSION)p->out_h
+                             : box[0] >= 0 && box[1] >= 0 && box[2] <= (float)w &&
+                                   box[3] <= (float)rows && box[2] - box[0] >= 0 &&
+                                   box[3] - box[1] >= 0)) {
+        strcpy(job.err.message, "resample: bad geometry");
+        failed = -3;
+    }
+    if (!failed && r.exact) {
+        tensor->window(pixels, stride, bpp, (int)(r.left - x), 0, p->out_w, p->out_h, p->channels,
+                       out.buf, p->normalised ? p->k : NULL, p->mk, d.flip);
+        done = 1;
+    } else if (!failed) {
+        done = tensor->resample(pixels, stride, bpp, (int)w, (int)rows, box, p->filter,
+                                p->channels, p->out_w, p->out_h, out.buf,
+                                p->normalised ? p->k : NULL, p->mk, d.flip, vector);
+    }
+    free(pixels);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&data);
+    if (failed) return PyErr_Format(PyExc_ValueError, "%s", job.err.message);
+    if (done < 0) return PyErr_NoMemory();
+    if (done) Py_RETURN_TRUE;
+    return Py_BuildValue("(O(dddd))", d.flip ? Py_True : Py_False, d.box[0], d.box[1], d.box[2],
+                         d.box[3]);
+}

@@ -1,0 +1,219 @@
+"""The training crop in one C call (im2rec/imaging/_crop.h, fused.crop):
+the same samples as the Python one-pass path, drawing the same numbers
+from numpy's generator in the same order (the generator's state after each
+sample is compared), and where it does not apply, nothing drawn and the
+Python path taking the sample as before."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from im2rec import native
+from im2rec.errors import ImageCodecError, ImageTooLargeError
+from im2rec.training.augment import INTERPOLATION, Augmenter, fused
+
+from ..conftest import photo
+from ..imaging.test_decoding import KINDS, encode
+
+pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
+jpeg_ext: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without the extension")
+pytestmark = pytest.mark.skipif(
+    native.switched_off() or fused._jpeg is None, reason="no C crop without the extensions"
+)
+
+RRC = dict(random_resized_crop=True, min_random_area=0.08, max_aspect_ratio=4 / 3,
+           min_aspect_ratio=3 / 4, mean=(123.68, 116.28, 103.53), std=(58.4, 57.1, 57.4),
+           rand_mirror=True)  # fmt: skip
+PAYLOADS = [KINDS[kind] for kind in sorted(KINDS)]
+#: MXNet's filter codes whose Pillow filter the C resampler takes
+FILTERS = [m for m in (1, 2, 4) if INTERPOLATION[m] in fused._OURS]
+
+
+def pair(**options: Any) -> tuple[Augmenter, Augmenter]:
+    """The Augmenter with its C crop, and the same one on the Python path."""
+    fast = Augmenter(**options)
+    assert fast._native is not None, "the C crop must take these options"
+    slow = Augmenter(**options)
+    object.__setattr__(slow, "_native", None)
+    return fast, slow
+
+
+def run(aug: Augmenter, payloads: list[bytes], seed: int) -> tuple[np.ndarray, list[Any]]:
+    """Every sample, and the generator's state after each."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((len(payloads), *aug.data_shape), aug.dtype)
+    states = []
+    for i, payload in enumerate(payloads):
+        aug.write(payload, out[i], rng)
+        states.append(rng.bit_generator.state["state"])
+    return out, states
+
+
+def same(fast: Augmenter, slow: Augmenter, payloads: list[bytes], seed: int) -> None:
+    got, got_states = run(fast, payloads, seed)
+    want, want_states = run(slow, payloads, seed)
+    assert got_states == want_states  # draw for draw
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.tuples(st.sampled_from([1, 3]), st.integers(1, 90), st.integers(1, 90)),
+    dtype=st.sampled_from(["float32", "uint8"]),
+    area=st.tuples(st.floats(0.01, 1.0), st.floats(0.0, 3.0)),
+    ratio=st.tuples(st.floats(0.2, 2.0), st.floats(0.0, 3.0)),
+    resize=st.sampled_from([-1, 0, 40, 97, 500]),
+    mirror=st.sampled_from([(True, False), (False, True), (False, False)]),
+    method=st.sampled_from(FILTERS),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_c_crop_is_the_python_path(
+    shape: tuple[int, int, int],
+    dtype: str,
+    area: tuple[float, float],
+    ratio: tuple[float, float],
+    resize: int,
+    mirror: tuple[bool, bool],
+    method: int,
+    seed: int,
+) -> None:
+    # (area and aspect both exactly 1: MXNet's random-resized crop is off)
+    assume((area[0] + area[1], ratio[0] + ratio[1]) != (1.0, 1.0) or min(area[0], ratio[0]) < 1)
+    fast, slow = pair(
+        data_shape=shape, dtype=dtype, random_resized_crop=True, min_random_area=area[0],
+        max_random_area=area[0] + area[1], min_aspect_ratio=ratio[0],
+        max_aspect_ratio=ratio[0] + ratio[1], resize=resize, rand_mirror=mirror[0],
+        mirror=mirror[1], inter_method=method, mean=(10.0, 20.0, 30.0), std=(2.0, 3.0, 4.0),
+    )  # fmt: skip
+    same(fast, slow, PAYLOADS, seed)
+
+
+def test_plain_cuts_and_the_fallback_window() -> None:
+    # 224 of 256: some crops are exactly the output size (a plain cut);
+    # area 1 and a fixed aspect no image has: every try fails, and the
+    # whole image's centre window is taken (enlarged first when smaller)
+    big = encode(photo(240, 230, seed=5))
+    exact = 224 * 224 / (240 * 230)  # a 224x224 crop: cut from the decoder's rows
+    options = dict(RRC, min_random_area=exact, max_random_area=exact, min_aspect_ratio=1.0,
+                   max_aspect_ratio=1.0)  # fmt: skip
+    same(*pair(data_shape=(3, 224, 224), **options), [big] * 20, 1)
+    options = dict(RRC, min_random_area=1.0, min_aspect_ratio=9.0, max_aspect_ratio=9.5)
+    same(*pair(data_shape=(3, 64, 300), **options), PAYLOADS, 2)
+
+
+def test_huge_ranges_take_numpys_rejection_sampling() -> None:
+    # A 16x9000 image resized to a short side of 32,768 is 18 million rows
+    # tall: its integers(0, n) draws reject now and then (n/2**32), and
+    # must reject exactly as numpy does.
+    tall = encode(photo(16, 9000, seed=6))
+    options = dict(RRC, resize=32768, min_random_area=0.0001, max_random_area=0.001)
+    same(*pair(data_shape=(3, 8, 8), **options), [tall] * 200, 3)
+
+
+def test_what_it_does_not_take_is_left_with_nothing_drawn() -> None:
+    aug = Augmenter((3, 32, 32), **RRC)
+    rgb = photo(60, 50, seed=7)
+    png, cmyk, rotated = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    rgb.save(png, "PNG")
+    rgb.convert("CMYK").save(cmyk, "JPEG")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    rgb.save(rotated, "JPEG", exif=exif)
+    good = encode(rgb)
+    for data in (png.getvalue(), cmyk.getvalue(), rotated.getvalue(), good[:-2], b"", b"\xff\xd8"):
+        rng = np.random.default_rng(0)
+        before = rng.bit_generator.state
+        assert fused.crop(aug._native, data, np.empty((3, 32, 32), np.float32), rng) is None
+        assert rng.bit_generator.state == before
+
+
+def test_over_the_pixel_limit_the_python_path_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    aug = Augmenter((3, 16, 16), **RRC)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ImageTooLargeError):
+        aug.write(encode(photo(60, 50)), np.empty((3, 16, 16), np.float32), rng)
+
+
+def without_quantisation_tables(data: bytes) -> bytes:
+    """``data`` with its DQT segments cut out: the header still reads, and
+    decoding then fails in libjpeg (after the crop is drawn)."""
+    out, at = bytearray(data[:2]), 2
+    while data[at + 1] != 0xDA:  # up to the start of scan
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if data[at + 1] != 0xDB:
+            out += data[at : at + 2 + length]
+        at += 2 + length
+    return bytes(out + data[at:])
+
+
+def test_damaged_data_fails_as_on_the_python_path() -> None:
+    good = encode(photo(200, 160, seed=8))
+    damaged = bytearray(good)
+    damaged[len(good) // 2 : len(good) // 2 + 40] = b"\xff\x00" * 20  # still ends in EOI
+    fast, slow = pair(data_shape=(3, 48, 48), **RRC)
+
+    def outcome(aug: Augmenter, data: bytes) -> tuple[str | None, Any]:
+        rng = np.random.default_rng(4)
+        try:
+            aug.write(data, np.empty((3, 48, 48), np.float32), rng)
+            error = None
+        except ImageCodecError as exc:
+            error = str(exc)
+        return error, rng.bit_generator.state["state"]
+
+    for data in (bytes(damaged), without_quantisation_tables(good)):
+        assert outcome(fast, data) == outcome(slow, data)
+    error, _ = outcome(fast, without_quantisation_tables(good))
+    assert error is not None and "Quantization table" in error
+
+
+def test_a_table_past_the_resamplers_bound_is_finished_by_pillow() -> None:
+    # 16,384 columns to one (after the 1/8 DCT scale, 2,048 to one): a
+    # bilinear filter 4,096 taps long, past the resampler's bound. The
+    # crop is drawn in C and the sample finished on the Python path.
+    wide = encode(Image.new("RGB", (16384, 8), (40, 90, 200)))
+    options = dict(RRC, min_random_area=1.0, min_aspect_ratio=2048.0, max_aspect_ratio=2048.0)
+    fast, slow = pair(data_shape=(3, 1, 1), **options)
+    rng = np.random.default_rng(0)
+    got = fused.crop(fast._native, wide, np.empty((3, 1, 1), np.float32), rng)
+    assert isinstance(got, tuple) and got[1] == (0.0, 0.0, 16384.0, 8.0)
+    same(fast, slow, [wide] * 4, 5)
+
+
+def test_the_augmenter_pickles_with_its_plan() -> None:
+    aug = Augmenter((3, 40, 40), **RRC)
+    copy = pickle.loads(pickle.dumps(aug))
+    assert copy == aug and copy._native is not None
+    same(copy, pair(data_shape=(3, 40, 40), **RRC)[1], PAYLOADS, 6)
+
+
+def test_options_outside_its_checks_stay_on_the_python_path() -> None:
+    assert Augmenter((3, 8, 8), **{**RRC, "resize": 40000})._native is None
+    assert Augmenter((3, 8, 8), **{**RRC, "max_random_area": 1e7})._native is None
+    assert Augmenter((3, 8, 8), **{**RRC, "inter_method": 10})._native is None
+    assert Augmenter((3, 8, 8), rand_crop=True)._native is None
+    assert Augmenter((3, 8, 8), **RRC, brightness=0.2)._native is None
+
+
+def test_the_c_side_checks_what_it_is_given() -> None:
+    with pytest.raises(ValueError, match="bad options"):
+        jpeg_ext.crop_plan(2, 8, 8, 0, 0.1, 1.0, 0.5, 2.0, True, False, 2, None, None)
+    with pytest.raises(ValueError, match="bad options"):
+        jpeg_ext.crop_plan(3, 8, 8, 0, 0.1, 1.0, 0.5, 2.0, True, False, 4, None, None)  # box
+    plan = Augmenter((3, 8, 8), **RRC)._native
+    rng = np.random.default_rng(0)
+    data = encode(photo(30, 30))
+    for out in (np.empty((3, 8, 7), np.float32), np.empty((3, 8, 8), np.float32)[:, :, ::2]):
+        with pytest.raises((TypeError, ValueError)):
+            jpeg_ext.crop(plan, data, out, rng.bit_generator, 1 << 30)
+    with pytest.raises(ValueError):  # not a plan
+        jpeg_ext.crop(object(), data, np.empty((3, 8, 8), np.float32), rng.bit_generator, 1 << 30)
