@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from im2rec.cli import main
-from im2rec.formats.tars import MAX_EXPANSION, expand_shards
+from im2rec.formats.shards import MAX_EXPANSION, expand_shards
 
 from .imagenet_fixture import make_fake_imagenet, tar_bytes
 from .test_resources import one_error, rec_cmd

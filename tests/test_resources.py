@@ -215,7 +215,7 @@ def test_a_text_val_map_of_millions_of_lines(download: Path, tmp_path: Path) -> 
 
 
 def test_a_huge_sidecar_json_is_not_parsed(tmp_path: Path) -> None:
-    from im2rec.listing.lstfile import find_root
+    from im2rec.listing.finding import find_root
     from im2rec.storage.files import MAX_JSON
 
     (tmp_path / "a").mkdir()

@@ -176,7 +176,7 @@ def import_command(
       rec import webdataset 'shards/train-{000000..000009}.tar' -o train
       rec import webdataset shards/*.tar -o train --label-key class_id
     """
-    from ..formats.tars import expand_shards
+    from ..formats.shards import expand_shards
     from ..formats.wds_import import import_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..executors import LocalExecutor, default_workers
-from ..listing.lstfile import find_lists
+from ..listing.finding import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
 from .common import (
     InputPath,

@@ -1,7 +1,6 @@
 """WebDataset's container, read: POSIX tar shards of samples, read with the
 standard library's :mod:`tarfile` and a direct parser of the plain ustar
-headers that :mod:`.tarwriter` and WebDataset write; and shard names
-(globs, brace notation).
+headers that :mod:`.tarwriter` and WebDataset write.
 
 :func:`samples` is streamed, one member at a time (constant
 memory); a sample is the run of consecutive members sharing a key (the name
@@ -13,12 +12,12 @@ compressed) shard, an image-sized member is not copied into the sample but
 given as where it lies (:class:`~im2rec.storage.files.FileRange`), with
 the chunk of the shard just read that holds it, so ``rec import`` writes it
 from there as ``cat`` writes what it read (or, larger than a chunk, has
-the kernel copy it).
+the kernel copy it). Shard names (globs, brace notation) are expanded by
+:mod:`.shards`.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import tarfile
@@ -28,14 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .. import native
-from ..errors import ConfigError, DatasetError, Im2RecError, MissingFileError
+from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
 from ..recordio.framing import has_aligned_magic
 from ..storage.confined import relative_name
 from ..storage.files import FileRange, HeldFile, open_regular, pread
 
-__all__ = ["BoundedTarInfo", "Data", "Sample", "expand_shards", "samples"]
+__all__ = ["BoundedTarInfo", "Data", "Sample", "samples"]
 
 _BLOCK = 512
 #: a member's bytes: ``bytes``, or where they lie in the shard (a large
@@ -356,83 +355,3 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:
     if len(data) != member.size:
         raise DatasetError(f"{shard}: member {member.name} is cut short (the tar is truncated)")
     return data
-
-
-def expand_shards(patterns: list[str], exists: Callable[[str], bool] = os.path.exists) -> list[str]:
-    """Shard names from shell globs and WebDataset's brace notation
-    (``train-{000000..000009}.tar``, ``{a,b}``), in the order given; at
-    most :data:`MAX_EXPANSION` names in all, counted before any is made."""
-    total = sum(_brace_count(pattern) for pattern in patterns)
-    if total > MAX_EXPANSION:
-        raise ConfigError(
-            f"{' '.join(patterns)}: the brace patterns name over {MAX_EXPANSION:,} shards; name "
-            "fewer (the choices of several braces in one pattern multiply)"
-        )
-    out: list[str] = []
-    for pattern in patterns:
-        for name in _braces(pattern):
-            if glob.has_magic(name):
-                found = sorted(glob.glob(name))
-                if not found:
-                    raise MissingFileError(f"{name}: no shard matches")
-                out.extend(found)
-            elif not exists(name):
-                raise MissingFileError(f"{name}: shard not found")
-            else:
-                out.append(name)
-    return out
-
-
-_BRACE = re.compile(r"\{([^{}]*)\}")
-_RANGE = re.compile(r"(\d+)\.\.(\d+)")
-MAX_EXPANSION = 1_000_000
-_MAX_DIGITS = 18  # a range's ends: past this they are no shard numbers (and int() is slow)
-
-
-def _choices(body: str) -> int | list[str]:
-    """How many names one ``{body}`` stands for, without making them: an
-    int for a range, the list for a comma list (a literal otherwise)."""
-    numbers = _RANGE.fullmatch(body)
-    if numbers:
-        a, b = numbers.groups()
-        if max(len(a), len(b)) > _MAX_DIGITS:
-            raise ConfigError(f"{{{body}}}: a range's ends have more than {_MAX_DIGITS} digits")
-        return abs(int(b) - int(a)) + 1
-    return body.split(",") if "," in body else ["{" + body + "}"]
-
-
-def _brace_count(text: str) -> int:
-    """The number of names ``_braces(text)`` makes: the product of each
-    brace's choices (capped once past the limit, so it stays small)."""
-    count = 1
-    for match in _BRACE.finditer(text):
-        choices = _choices(match.group(1))
-        count *= choices if isinstance(choices, int) else len(choices)
-        if count > MAX_EXPANSION:
-            return MAX_EXPANSION + 1
-    return count
-
-
-def _braces(text: str) -> list[str]:
-    """Brace expansion: ``{a,b}`` lists and ``{000..009}`` ranges (zero
-    padding kept), left to right (bounded by :func:`_brace_count` first)."""
-    match = _BRACE.search(text)
-    if match is None:
-        return [text]
-    body = match.group(1)
-    numbers = _RANGE.fullmatch(body)
-    if numbers:
-        a, b = numbers.groups()
-        if max(len(a), len(b)) > _MAX_DIGITS or abs(int(b) - int(a)) >= MAX_EXPANSION:
-            raise ConfigError(f"{text}: the range {{{body}}} names over {MAX_EXPANSION:,} shards")
-        width = len(a) if a.startswith("0") or len(a) == len(b) else 0
-        lo, hi = int(a), int(b)
-        step = 1 if hi >= lo else -1
-        choices = [f"{n:0{width}d}" for n in range(lo, hi + step, step)]
-    else:
-        found = _choices(body)
-        assert isinstance(found, list)
-        choices = found
-    head, tail = text[: match.start()], text[match.end() :]
-    rest = _braces(tail)
-    return [f"{head}{choice}{after}" for choice in choices for after in rest]

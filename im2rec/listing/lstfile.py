@@ -1,4 +1,5 @@
-"""Reading ``.lst`` files, finding them, and finding their image root.
+"""Reading and writing ``.lst`` files and class maps (finding them and their
+image root: :mod:`.finding`).
 
 A ``.lst`` line is ``index<TAB>label[<TAB>label ...]<TAB>path`` (docs/format.md, "List files",
 ``read_list``): fields are TAB-separated and stripped, the index is an integer
@@ -20,8 +21,7 @@ from typing import Any
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio.header import stored_label
 from ..storage.confined import relative_name
-from ..storage.files import open_regular, read_json, read_regular_file, split_lines
-from .records import load_lists_record
+from ..storage.files import open_regular, read_regular_file, split_lines
 
 _EXACT = float(1 << 24)  # float32 holds every whole number up to here, and nothing overflows
 
@@ -33,8 +33,6 @@ __all__ = [
     "cannot_carry",
     "class_map_beside",
     "class_map_text",
-    "find_lists",
-    "find_root",
     "format_lst_line",
     "item_line",
     "lst_pieces",
@@ -233,101 +231,6 @@ def _parse_line(raw: str, lineno: int, name: str) -> ListItem | None:
             "fix or delete the line"
         )
     return ListItem(key, labels, fields[-1], lineno)
-
-
-def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Path]:
-    """The ``.lst`` files to pack: each target is a ``.lst`` path, a folder
-    holding lists (all of them) or a prefix (every ``PREFIX*.lst``,
-    im2rec.py's rule); no target means every list in ``cwd``. Sorted, without
-    duplicates."""
-    found: dict[Path, None] = {}
-    for target in targets or [os.fspath(cwd)]:
-        if target.endswith(".lst") and not os.path.isdir(target):
-            if not os.path.isfile(target):
-                raise MissingFileError(f"{target}: list file not found")
-            found[Path(target)] = None
-            continue
-        if target.endswith((".rec", ".idx")) and not os.path.isdir(target):
-            raise MissingFileError(_not_a_list(target))
-        matches = _lists_in(target) if os.path.isdir(target) else []
-        if not matches:  # a prefix; also for `rec pack example` beside the image folder example/
-            prefix = target.rstrip("/" + os.sep) or target  # `example/` as `example`
-            matches = _lists_in(os.path.dirname(prefix) or ".", os.path.basename(prefix))
-        if not matches:
-            where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
-            if os.path.isdir(target) and _holds_images(target):
-                raise MissingFileError(
-                    f"no .lst files in {target}, which is a folder of images: list it first, "
-                    f"`rec list {target} --recursive`, then `rec pack {target.rstrip('/')}`"
-                )
-            raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
-        found.update(dict.fromkeys(matches))
-    return list(found)
-
-
-def _not_a_list(target: str) -> str:
-    """What to say when a .rec or .idx is given where a list goes."""
-    stem = target[: -len(".rec")]
-    kind = "a record file (what rec pack makes)" if target.endswith(".rec") else "an index"
-    if os.path.isfile(stem + ".lst"):
-        return f"{target} is {kind}, not a list; to pack its list: `rec pack {stem}.lst`"
-    return (
-        f"{target} is {kind}, not a list: rec pack reads .lst files (`rec list ROOT` makes "
-        f"them); to look inside it: `rec info {stem}.rec`"
-    )
-
-
-def _holds_images(folder: str) -> bool:
-    """Whether ``folder`` or one of its subfolders (a look, not a walk) holds
-    image files: then the user meant `rec list` before `rec pack`."""
-    exts = (".jpg", ".jpeg", ".png")
-    try:
-        with os.scandir(folder) as it:
-            entries = list(it)
-        for entry in entries[:1000]:
-            if entry.name.lower().endswith(exts):
-                return True
-            inside = os.listdir(entry.path)[:1000] if entry.is_dir() else []
-            if any(n.lower().endswith(exts) for n in inside):
-                return True
-    except OSError:
-        return False
-    return False
-
-
-def _lists_in(folder: str, stem: str = "") -> list[Path]:
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    return [
-        Path(folder, n) for n in names
-        if n.startswith(stem) and n.endswith(".lst") and os.path.isfile(os.path.join(folder, n))
-    ]  # fmt: skip
-
-
-def find_root(lst: Path) -> Path:
-    """The image root of ``lst``: the root recorded by ``rec list`` in a
-    ``*.lists.json`` beside it, else the folder named like the list
-    (``example.lst`` -> ``example/``), as im2rec.py users lay things out."""
-    folder = lst.parent
-    recorded: list[str] = []
-    for manifest in sorted(folder.glob("*.lists.json")):
-        try:
-            record = load_lists_record(read_json(manifest), str(manifest))
-        except (OSError, ValueError):
-            continue
-        names = {os.path.basename(item["path"]) for item in record["lists"]}
-        root = record["root"]
-        if lst.name in names and root:
-            if os.path.isdir(root):
-                return Path(root)
-            recorded.append(f"{manifest.name} records {root}, which does not exist")
-    named = folder / lst.stem
-    if named.is_dir():
-        return named
-    reasons = "; ".join([*recorded, f"{named} is not a folder"])
-    raise MissingFileError(f"{lst}: cannot find its image root ({reasons}); pass --root DIR")
 
 
 # -- writing -------------------------------------------------------------

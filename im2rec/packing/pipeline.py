@@ -18,7 +18,8 @@ from ..errors import (
     MissingFileError,
 )
 from ..executors import LocalExecutor, WorkerCrashed
-from ..listing.lstfile import ListItem, ListStream, find_root, printable
+from ..listing.finding import find_root
+from ..listing.lstfile import ListItem, ListStream, printable
 from ..recordio import IndexedRecordWriter
 from ..recordio.manifests import PACK_FORMAT, MadeWith, PackManifest, dump, load_pack_manifest
 from ..storage import is_url

@@ -110,7 +110,7 @@ def _done(manifest: object, state: MadeWith, rec_size: int | None, idx: str) -> 
 
 
 def find_remote_root(lst: str) -> str:
-    """The image root of a list in a store, by :func:`~im2rec.listing.lstfile.find_root`'s
+    """The image root of a list in a store, by :func:`~im2rec.listing.finding.find_root`'s
     rule: the root ``rec list`` recorded in a ``*.lists.json`` beside it,
     else the prefix named like the list."""
     folder, _, name = lst.rpartition("/")
@@ -135,7 +135,7 @@ def find_remote_root(lst: str) -> str:
 
 
 def find_remote_lists(target: str) -> list[str]:
-    """:func:`~im2rec.listing.lstfile.find_lists` for a URL: the list itself, or
+    """:func:`~im2rec.listing.finding.find_lists` for a URL: the list itself, or
     every ``PREFIX*.lst`` for a prefix (im2rec.py's rule), sorted."""
     if target.endswith(".lst"):
         return [target]

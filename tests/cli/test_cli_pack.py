@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from im2rec.cli import main
-from im2rec.listing.lstfile import find_lists, read_lst
+from im2rec.listing.finding import find_lists
+from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordReader, unpack
 
 from ..conftest import photo, photo_folder, write_lst

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from im2rec.errors import ConfigError, DatasetError, Im2RecError, MissingFileError
-from im2rec.formats.tars import _braces, _sums_to, _ustar_file, expand_shards, samples
+from im2rec.formats.shards import _braces, expand_shards
+from im2rec.formats.tars import _sums_to, _ustar_file, samples
 from im2rec.formats.tarwriter import member_header
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list

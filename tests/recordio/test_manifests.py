@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from im2rec.errors import DatasetError, ManifestError
 from im2rec.executors import LocalExecutor
 from im2rec.listing import ListOptions, make_lists
-from im2rec.listing.lstfile import find_root
+from im2rec.listing.finding import find_root
 from im2rec.listing.records import LISTS_FORMAT, load_lists_record
 from im2rec.packing import PackOptions, pack_list
 from im2rec.packing.cluster import LocalRunner
