@@ -178,7 +178,7 @@ def test_the_normaliser_computes_numpys_values(width: int, step: int, channels: 
             np.testing.assert_array_equal(out, want - mk[:, None, None])
 
 
-@pytest.mark.parametrize("width", [1, 3, 4, 5, 16, 224])
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 16, 17, 35, 224])  # (AVX-512: 16 a step)
 @pytest.mark.parametrize(
     ("step", "channels"), [(4, 3), (3, 3), (1, 3), (1, 1)], ids=["rgbx", "rgb", "gray3", "gray"]
 )
