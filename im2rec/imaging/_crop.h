@@ -248,22 +248,25 @@ static PyObject *crop(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     const int width = (int)job.cinfo.image_width, height = (int)job.cinfo.image_height;
     const J_COLOR_SPACE space = job.cinfo.jpeg_color_space;
-    job_end(&job);
     if (failed || !(space == JCS_GRAYSCALE || space == JCS_RGB || space == JCS_YCbCr) ||
         orientation > 1 || width <= 0 || height <= 0 ||
         (long long)width * height > max_pixels) {
+        job_end(&job);
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }
+    /* from here the header just read is decoded: every exit ends the job */
     /* the planes, against the plan's shape */
     const size_t item = p->normalised ? sizeof(float) : 1;
     size_t need;
     if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        job_end(&job);
         PyBuffer_Release(&data);
         return NULL;
     }
     if (!checked_mul3((size_t)p->out_w * (size_t)p->out_h, (size_t)p->channels, item, &need) ||
         (size_t)out.len < need || (uintptr_t)out.buf % item != 0) {
+        job_end(&job);
         PyBuffer_Release(&out);
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_TypeError, "crop: the output does not fit the plan");
@@ -283,6 +286,7 @@ static PyObject *crop(PyObject *self, PyObject *args) {
     Py_XDECREF(capsule);
     Py_XDECREF(lock);
     if (failed) {
+        job_end(&job);
         PyBuffer_Release(&out);
         PyBuffer_Release(&data);
         return NULL;
@@ -290,6 +294,7 @@ static PyObject *crop(PyObject *self, PyObject *args) {
     Region r;
     region_of(p, width, height, &d, &r);
     if (r.right <= r.left || r.bottom <= r.top) {  /* (not met: a drawn box lies in the image) */
+        job_end(&job);
         PyBuffer_Release(&out);
         PyBuffer_Release(&data);
         return PyErr_Format(PyExc_ValueError, "the region is outside the image");
@@ -299,9 +304,8 @@ static PyObject *crop(PyObject *self, PyObject *args) {
     JDIMENSION x = (JDIMENSION)r.left, w = (JDIMENSION)(r.right - r.left);
     const JDIMENSION rows = (JDIMENSION)(r.bottom - r.top);
     int done = 0;
-    job_init(&job, bytes, n);
     Py_BEGIN_ALLOW_THREADS
-    failed = job_start(&job, r.scale, gray, 1, (unsigned long long)max_pixels, &x, &w);
+    failed = job_begin(&job, r.scale, gray, 1, (unsigned long long)max_pixels, &x, &w);
     if (!failed && (size_t)r.bottom > job.cinfo.output_height) {
         strcpy(job.err.message, "the region is outside the image");
         failed = -3;

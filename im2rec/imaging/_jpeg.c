@@ -206,14 +206,21 @@ static int crop_is_exact(j_decompress_ptr cinfo) {
     return 1;
 }
 
+static int job_begin(Job *job, int denom, int gray, int rgbx, unsigned long long max_pixels,
+                     JDIMENSION *left, JDIMENSION *width);
+
 /* Up to the first output row: header, scale, start, column crop, skipped rows. */
 static int job_start(Job *job, int denom, int gray, int rgbx, unsigned long long max_pixels,
                      JDIMENSION *left, JDIMENSION *width) {
+    if (job_header(job, 0) < 0) return -1;
+    return job_begin(job, denom, gray, rgbx, max_pixels, left, width);
+}
+
+/* job_start after the header is read (job_header): the scale, the start of
+   decompression and the column crop. */
+static int job_begin(Job *job, int denom, int gray, int rgbx, unsigned long long max_pixels,
+                     JDIMENSION *left, JDIMENSION *width) {
     if (setjmp(job->err.jump)) return -1;
-    jpeg_create_decompress(&job->cinfo);
-    job->created = 1;
-    jpeg_mem_src(&job->cinfo, job->data, (unsigned long)job->size);
-    jpeg_read_header(&job->cinfo, TRUE);
     /* Before libjpeg allocates for the image (a progressive one's
        coefficients take 6 bytes a pixel): the caller's pixel limit. Both
        sides are below 2**32, so their product fits in 64 bits. */
