@@ -140,18 +140,34 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
         a->first[xx] = xmin;
         a->taps[xx] = xmax;
     }
-    maxkk = kk[0];
-    for (size_t i = 0; i < (size_t)out_size * (size_t)ksize; i++)
-        if (maxkk < kk[i]) maxkk = kk[i];
+    /* The largest weight: four running maxima, as one serial chain of
+       compares was a third of this function's time (the same value: the
+       weights are finite, and a maximum does not depend on the order). */
+    const size_t n = (size_t)out_size * (size_t)ksize;
+    double most[4] = {kk[0], kk[0], kk[0], kk[0]};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++)
+            if (most[j] < kk[i + (size_t)j]) most[j] = kk[i + (size_t)j];
+    for (; i < n; i++)
+        if (most[0] < kk[i]) most[0] = kk[i];
+    maxkk = most[0];
+    for (int j = 1; j < 4; j++)
+        if (maxkk < most[j]) maxkk = most[j];
     int p = 0;
     for (; p < 32 - 8 - 2; p++)
         if ((int)(0.5 + maxkk * (1 << (p + 1))) >= (1 << 15)) break;
-    int fits = p > 0;
-    for (size_t i = 0; i < (size_t)out_size * (size_t)ksize && fits; i++) {
-        double v = kk[i] < 0 ? -0.5 + kk[i] * (1 << p) : 0.5 + kk[i] * (1 << p);
-        fits = v > -32769.0 && v < 32768.0;
-        a->k[i] = fits ? (int16_t)(int)v : 0;
+    /* Pillow's rounding to 16 bits, without an early exit so that the
+       compiler can vectorise it: one weight out of range fails them all. */
+    int fits = p > 0, outside = 0;
+    const double unit = (double)(1 << p);
+    for (i = 0; i < n; i++) {
+        const double v = kk[i] < 0 ? -0.5 + kk[i] * unit : 0.5 + kk[i] * unit;
+        const int in = v > -32769.0 && v < 32768.0;
+        outside |= !in;
+        a->k[i] = (int16_t)(int)(in ? v : 0.0);
     }
+    fits = fits && !outside;
     free(kk);
     if (!fits) {
         rs_free(a);
@@ -168,15 +184,18 @@ static inline unsigned char rs_clamp(int32_t v, int p) {
 
 /* ---- portable loops: any pixel size (1 or 4 bytes), any filter ---- */
 
-static void rs_horizontal_row(const unsigned char *in, unsigned char *out, int bpp,
+/* in_bpp 3 (RGB) reads into RGBX output (bpp 4), its X 0. */
+static void rs_horizontal_row(const unsigned char *in, unsigned char *out, int in_bpp, int bpp,
                               const rs_axis *a, int out_w) {
     const int32_t half = (int32_t)1 << (a->precision - 1);
     for (int xx = 0; xx < out_w; xx++) {
         const int16_t *k = &a->k[(size_t)xx * (size_t)a->ksize];
-        const unsigned char *p = in + (size_t)a->first[xx] * (size_t)bpp;
+        const unsigned char *p = in + (size_t)a->first[xx] * (size_t)in_bpp;
         for (int c = 0; c < bpp; c++) {
             int32_t ss = half;
-            for (int t = 0; t < a->taps[xx]; t++) ss += p[(size_t)t * (size_t)bpp + (size_t)c] * k[t];
+            if (c < in_bpp)
+                for (int t = 0; t < a->taps[xx]; t++)
+                    ss += p[(size_t)t * (size_t)in_bpp + (size_t)c] * k[t];
             out[(size_t)xx * (size_t)bpp + (size_t)c] = rs_clamp(ss, a->precision);
         }
     }
@@ -199,11 +218,12 @@ static void rs_vertical_row(const unsigned char *const *rows, const int16_t *k, 
 #endif
 
 /* The horizontal pass over rows first..first+count-1 of the window into
-   tmp (count rows of out_w pixels). vector: 0 the portable loops, 1 AVX2
-   at most, 2 the best the CPU has (wide: the AVX-512 plan, or NULL). */
-static void rs_horizontal(const unsigned char *src, size_t row_bytes, int bpp, int first, int count,
-                          const rs_axis *a, int out_w, unsigned char *tmp, int vector,
-                          const void *wide) {
+   tmp (count rows of out_w pixels, bpp bytes each: RGB source rows, in_bpp
+   3, become RGBX). vector: 0 the portable loops, 1 AVX2 at most, 2 the
+   best the CPU has (wide: the AVX-512 plan, or NULL). */
+static void rs_horizontal(const unsigned char *src, size_t row_bytes, int in_bpp, int bpp,
+                          int first, int count, const rs_axis *a, int out_w, unsigned char *tmp,
+                          int vector, const void *wide) {
     const size_t tmp_row = (size_t)out_w * (size_t)bpp;
     int y = 0;
 #ifdef RS_X86
@@ -213,7 +233,7 @@ static void rs_horizontal(const unsigned char *src, size_t row_bytes, int bpp, i
                                      (const rs_wide *)wide, out_w, a->precision);
         return;
     }
-    if (vector && bpp == 4 && rs_have_avx2()) {
+    if (vector && in_bpp == 4 && rs_have_avx2()) {
         for (; y + 4 <= count; y += 4) {
             const unsigned char *in[4];
             unsigned char *out[4];
@@ -228,7 +248,8 @@ static void rs_horizontal(const unsigned char *src, size_t row_bytes, int bpp, i
     (void)wide;
 #endif
     for (; y < count; y++)
-        rs_horizontal_row(src + (size_t)(first + y) * row_bytes, tmp + (size_t)y * tmp_row, bpp, a, out_w);
+        rs_horizontal_row(src + (size_t)(first + y) * row_bytes, tmp + (size_t)y * tmp_row, in_bpp,
+                          bpp, a, out_w);
 }
 
 static void rs_vertical(const unsigned char *const *rows, const int16_t *k, int taps, int precision,

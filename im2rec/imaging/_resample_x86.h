@@ -120,7 +120,7 @@ static int rs_have_avx512(void) {
     if (known < 0) {
         __builtin_cpu_init();
         known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vbmi");
+                __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
     }
     return known;
 }
@@ -144,13 +144,16 @@ static void rs_wide_free(rs_wide *w) {
 }
 
 /* 0, or -1 where a group's taps reach past its 64 bytes (long filters:
-   the AVX2 kernel then) or memory is short. */
-static int rs_wide_plan(rs_wide *w, const rs_axis *a, int out_w, int in_w) {
+   the AVX2 kernel then) or memory is short. The source pixels are RGBX
+   (in_bpp 4) or RGB (3: the JPEG decoder's cheaper output, 21 pixels to
+   the 64 bytes); either way the output is RGBX, its X lanes weighed 0 from
+   RGB. base holds each group's first source byte. */
+static int rs_wide_plan(rs_wide *w, const rs_axis *a, int out_w, int in_w, int in_bpp) {
     memset(w, 0, sizeof *w);
     int most = 0;
     for (int xx = 0; xx < out_w; xx++)
         if (a->taps[xx] > most) most = a->taps[xx];
-    if (most > 16) return -1;
+    if (most * in_bpp > 64) return -1;
     w->pairs = most < 2 ? 1 : (most + 1) / 2;
     w->groups = (out_w + 15) / 16 * 4;
     w->base = calloc((size_t)w->groups, sizeof *w->base);
@@ -162,28 +165,24 @@ static int rs_wide_plan(rs_wide *w, const rs_axis *a, int out_w, int in_w) {
     }
     for (int g = 0; g < w->groups && g * 4 < out_w; g++) {
         const int base = a->first[g * 4];
-        const size_t avail = (size_t)(in_w - base) * 4;
-        w->base[g] = base;
+        const size_t avail = (size_t)(in_w - base) * (size_t)in_bpp;
+        w->base[g] = base * in_bpp;
         w->mask[g] = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;
         for (int j = 0; j < 4 && g * 4 + j < out_w; j++) {
             const int xx = g * 4 + j, off = a->first[xx] - base;
-            if (off < 0 || off + a->taps[xx] > 16) {
+            if (off < 0 || (off + a->taps[xx]) * in_bpp > 64) {
                 rs_wide_free(w);
                 return -1;
             }
-            for (int p = 0; p < w->pairs; p++) {
-                unsigned char *index = w->table + ((size_t)g * (size_t)w->pairs + (size_t)p) * 128;
-                int16_t weights[32];
-                memcpy(weights, index + 64, sizeof weights);
-                for (int q = 0; q < 2; q++) {
-                    const int t = 2 * p + q, real = t < a->taps[xx];
-                    for (int c = 0; c < 4; c++) {
-                        const int lane = j * 8 + c * 2 + q;
-                        index[lane * 2] = real ? (unsigned char)((off + t) * 4 + c) : 0;
-                        weights[lane] = real ? a->k[(size_t)xx * (size_t)a->ksize + (size_t)t] : 0;
-                    }
+            /* the table came zeroed: a tap past the pixel's last stays 0 */
+            const int16_t *k = &a->k[(size_t)xx * (size_t)a->ksize];
+            for (int t = 0; t < a->taps[xx]; t++) {
+                unsigned char *index = w->table + ((size_t)g * (size_t)w->pairs + (size_t)(t / 2)) * 128;
+                for (int c = 0; c < in_bpp; c++) {
+                    const int lane = j * 8 + c * 2 + t % 2;
+                    index[lane * 2] = (unsigned char)((off + t) * in_bpp + c);
+                    memcpy(index + 64 + lane * 2, &k[t], sizeof k[t]);
                 }
-                memcpy(index + 64, weights, sizeof weights);
             }
         }
     }
@@ -191,35 +190,40 @@ static int rs_wide_plan(rs_wide *w, const rs_axis *a, int out_w, int in_w) {
 }
 
 /* One group's four pixels, its sums shifted down (pairs: constant where
-   inlined, so the loop over the taps unrolls). */
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline __m512i rs_group_avx512(
-        const unsigned char *in, const rs_wide *w, int g, int pairs, __m512i half, __m128i shift) {
-    const unsigned char *at = in + (size_t)w->base[g] * 4;
-    const __m512i data = w->mask[g] == ~(uint64_t)0 ? _mm512_loadu_si512((const void *)at)
-                                                    : _mm512_maskz_loadu_epi8(w->mask[g], at);
-    const unsigned char *t = w->table + (size_t)g * (size_t)pairs * 128;
+   inlined, so the loop over the taps unrolls). The plan's arrays come as
+   locals: read through rs_wide, every byte stored to the output row could
+   alias them, and each group reloaded them. The load is always masked (a
+   full mask costs what a plain load does), so no branch either. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static inline __m512i rs_group_avx512(
+        const unsigned char *in, const int *base, const uint64_t *mask, const unsigned char *table,
+        int g, int pairs, __m512i half, __m128i shift) {
+    const __m512i data = _mm512_maskz_loadu_epi8(mask[g], in + base[g]);
+    const unsigned char *t = table + (size_t)g * (size_t)pairs * 128;
     __m512i acc = half;
     for (int p = 0; p < pairs; p++, t += 128) {
         const __m512i px = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL,
                                                          _mm512_loadu_si512((const void *)t), data);
-        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(px, _mm512_loadu_si512((const void *)(t + 64))));
+        acc = _mm512_dpwssd_epi32(acc, px, _mm512_loadu_si512((const void *)(t + 64)));
     }
     return _mm512_sra_epi32(acc, shift);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline void rs_row_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static inline void rs_row_avx512(
         const unsigned char *in, unsigned char *out, const rs_wide *w, int out_w, int precision,
         int pairs) {
     const __m512i half = _mm512_set1_epi32((int32_t)1 << (precision - 1));
     const __m128i shift = _mm_cvtsi32_si128(precision);
+    const int *base = w->base, groups = w->groups;
+    const uint64_t *mask = w->mask;
+    const unsigned char *table = w->table;
     /* packs and packus work within 128-bit lanes: dword l*4+g holds group
        g's pixel l; this puts pixel g*4+l there */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int block = 0; block < w->groups; block += 4) {
-        const __m512i s0 = rs_group_avx512(in, w, block, pairs, half, shift);
-        const __m512i s1 = rs_group_avx512(in, w, block + 1, pairs, half, shift);
-        const __m512i s2 = rs_group_avx512(in, w, block + 2, pairs, half, shift);
-        const __m512i s3 = rs_group_avx512(in, w, block + 3, pairs, half, shift);
+    for (int block = 0; block < groups; block += 4) {
+        const __m512i s0 = rs_group_avx512(in, base, mask, table, block, pairs, half, shift);
+        const __m512i s1 = rs_group_avx512(in, base, mask, table, block + 1, pairs, half, shift);
+        const __m512i s2 = rs_group_avx512(in, base, mask, table, block + 2, pairs, half, shift);
+        const __m512i s3 = rs_group_avx512(in, base, mask, table, block + 3, pairs, half, shift);
         __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(s0, s1), _mm512_packs_epi32(s2, s3));
         b = _mm512_permutexvar_epi32(order, b);
         const int left = out_w - block * 4;
@@ -230,7 +234,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static inline void rs_row
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void rs_horizontal_row_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void rs_horizontal_row_avx512(
         const unsigned char *in, unsigned char *out, const rs_wide *w, int out_w, int precision) {
     switch (w->pairs) {  /* the usual filters: 2 taps (enlarging), 3-4 (shrinking a little) */
     case 1: rs_row_avx512(in, out, w, out_w, precision, 1); break;
@@ -240,7 +244,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void rs_horizontal
 }
 
 /* One output row, 64 bytes at a time: the AVX2 kernel's steps, twice as wide. */
-__attribute__((target("avx512f,avx512bw"))) static void rs_vertical_row_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rs_vertical_row_avx512(
         const unsigned char *const *rows, const int16_t *k, int taps, int precision,
         unsigned char *out, size_t bytes) {
     const __m512i half = _mm512_set1_epi32((int32_t)1 << (precision - 1)), zero = _mm512_setzero_si512();
@@ -254,10 +258,10 @@ __attribute__((target("avx512f,avx512bw"))) static void rs_vertical_row_avx512(
             const __m512i kk = _mm512_set1_epi32(
                 (int32_t)((uint32_t)(uint16_t)k[t] | (t + 1 < taps ? (uint32_t)(uint16_t)k[t + 1] << 16 : 0)));
             const __m512i lo = _mm512_unpacklo_epi8(a, b), hi = _mm512_unpackhi_epi8(a, b);
-            s0 = _mm512_add_epi32(s0, _mm512_madd_epi16(_mm512_unpacklo_epi8(lo, zero), kk));
-            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(_mm512_unpackhi_epi8(lo, zero), kk));
-            s2 = _mm512_add_epi32(s2, _mm512_madd_epi16(_mm512_unpacklo_epi8(hi, zero), kk));
-            s3 = _mm512_add_epi32(s3, _mm512_madd_epi16(_mm512_unpackhi_epi8(hi, zero), kk));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_unpacklo_epi8(lo, zero), kk);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_unpackhi_epi8(lo, zero), kk);
+            s2 = _mm512_dpwssd_epi32(s2, _mm512_unpacklo_epi8(hi, zero), kk);
+            s3 = _mm512_dpwssd_epi32(s3, _mm512_unpackhi_epi8(hi, zero), kk);
         }
         s0 = _mm512_sra_epi32(s0, shift);
         s1 = _mm512_sra_epi32(s1, shift);

@@ -186,29 +186,38 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
     if (rs_plan(&h, width, box[0], box[2], out_w, filter) < 0 ||
         rs_plan(&v, height, box[1], box[3], out_h, filter) < 0)
         goto done;
-    /* Pillow skips a pass that would change nothing; so do we (same bytes). */
+    /* Pillow skips a pass that would change nothing; so do we (same bytes).
+       RGB rows (pixel_bytes 3, the training crop's) become RGBX on the way:
+       through the horizontal pass, or where there is none, copied out. */
     const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
     const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
     const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
-    const size_t line = (size_t)out_w * (size_t)pixel_bytes;
-    if (across && (size_t)count * line > RS_MAX_PASS) goto done;
-    tmp = across ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
+    const int bpp = pixel_bytes == 3 ? 4 : pixel_bytes, widen = pixel_bytes == 3 && !across;
+    const size_t line = (size_t)out_w * (size_t)bpp;
+    if ((across || widen) && (size_t)count * line > RS_MAX_PASS) goto done;
+    tmp = across || widen ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
     row = malloc(line);
     rows = malloc((size_t)v.ksize * sizeof *rows);
-    if (row == NULL || rows == NULL || (across && tmp == NULL)) {
+    if (row == NULL || rows == NULL || ((across || widen) && tmp == NULL)) {
         result = -1;
         goto done;
     }
 #ifdef RS_X86
-    if (across && pixel_bytes == 4 && vector >= 2 && rs_have_avx512() &&
-        rs_wide_plan(&plan, &h, out_w, width) == 0)
+    if (across && pixel_bytes > 1 && vector >= 2 && rs_have_avx512() &&
+        rs_wide_plan(&plan, &h, out_w, width, pixel_bytes) == 0)
         wide = &plan;
 #endif
     if (across)
-        rs_horizontal(src, row_bytes, pixel_bytes, first, count, &h, out_w, tmp, vector, wide);
+        rs_horizontal(src, row_bytes, pixel_bytes, bpp, first, count, &h, out_w, tmp, vector, wide);
+    for (int y = 0; widen && y < count; y++)
+        for (int x = 0; x < out_w; x++) {
+            const unsigned char *from = src + (size_t)(first + y) * row_bytes + (size_t)x * 3;
+            unsigned char *to = tmp + (size_t)y * line + (size_t)x * 4;
+            to[0] = from[0], to[1] = from[1], to[2] = from[2], to[3] = 0;
+        }
     /* the horizontal pass's rows, or (no such pass) the window's own */
-    const unsigned char *base = across ? tmp : src + (size_t)first * row_bytes;
-    const size_t stride = across ? line : row_bytes;
+    const unsigned char *base = across || widen ? tmp : src + (size_t)first * row_bytes;
+    const size_t stride = across || widen ? line : row_bytes;
     for (int y = 0; y < out_h; y++) {
         const unsigned char *made;
         if (down) {
@@ -220,7 +229,7 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
         } else {
             made = base + (size_t)(y - first) * stride;  /* first is 0 here */
         }
-        plane_row(made, pixel_bytes, out, plane, y, out_w, channels, k, mk, flip);
+        plane_row(made, bpp, out, plane, y, out_w, channels, k, mk, flip);
     }
     planes_done();
     result = 1;
@@ -256,7 +265,7 @@ static PyObject *resample(PyObject *self, PyObject *args) {
         return NULL;
     /* Pillow's rules for the box (inside the window, not reversed), and
        output sides a 16-bit weight table can index. */
-    if (!(pixel_bytes == 1 || pixel_bytes == 4) || !(channels == 1 || channels == 3) ||
+    if (!(pixel_bytes == 1 || pixel_bytes == 3 || pixel_bytes == 4) || !(channels == 1 || channels == 3) ||
         (channels == 1 && pixel_bytes != 1) || width <= 0 || height <= 0 || width > INT32_MAX / 4 ||
         height > INT32_MAX || out_w <= 0 || out_h <= 0 || out_w > 1 << 16 || out_h > 1 << 16 ||
         !(box[0] >= 0 && box[1] >= 0 && box[2] <= (float)width && box[3] <= (float)height &&

@@ -44,6 +44,7 @@ __all__ = [
     "needs_split",
     "iter_heads",
     "read_record",
+    "unpack_head",
 ]
 
 MAGIC = 0xCED7230A
@@ -55,6 +56,8 @@ CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
 
 _HEAD = struct.Struct("<II")
 _unpack_head = _HEAD.unpack_from
+#: (magic, length word) at an offset of a buffer
+unpack_head = _unpack_head
 _PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
 # From this size a record is scanned for magic words with numpy: 4x faster than
 # bytes.find, and worth numpy's import (0.1 s) for image-sized records; the C

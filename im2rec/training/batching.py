@@ -127,6 +127,9 @@ class BatchJob:
     skip_corrupt: bool
     storage_options: dict[str, Any] | None = None
     cache: BlockCache | None = None
+    #: where each record's span ends (the next record's offset), when known:
+    #: each is then read in one pread
+    stops: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -149,14 +152,20 @@ def fill_batch(
     after them are zeroed so a short batch never shows stale data."""
     data, labels, ids = views
     rng = np.random.default_rng(job.seed)
+    write = augmenter.writer(rng)
     filled = filled_real = 0
     skipped: list[tuple[int, str]] = []
+    stops = job.stops.tolist() if job.stops is not None else None
     for n, offset in enumerate(job.offsets.tolist()):
         check_stop()  # after close(): one image, not the batch
         try:
-            header, payload = unpack(reader.read_at(offset, copy=False))
+            if stops is not None:
+                record = reader.read_span(offset, stops[n])
+            else:
+                record = reader.read_at(offset, copy=False)
+            header, payload = unpack(record)
             label = _label(header.flag, header.label, labels.shape[1], job, reader.name, offset)
-            augmenter.write(payload, data[filled], rng)
+            write(payload, data[filled])
         except (ImageCodecError, RecordFormatError) as exc:
             if not job.skip_corrupt:
                 raise type(exc)(

@@ -34,6 +34,7 @@ from .loading import Batch, collate, new_batch
 __all__ = ["RecordDataset"]
 
 Output = Literal["pil", "numpy", "bytes"]
+Writer = Callable[[bytes | memoryview, np.ndarray], None]
 Layout = Literal["auto", "plain", "insightface"]
 
 
@@ -163,33 +164,45 @@ class RecordDataset:
         if self.output != "bytes" or not isinstance(augment, Augmenter) or not indices:
             return [self._fetch(i, None) for i in indices]
         images, home = new_batch(len(indices), augment.data_shape, augment.dtype)
-        labels = [self._fetch(i, images[j])[1] for j, i in enumerate(indices)]
+        write = augment.writer(process_rng())  # (looked up once a batch, not a sample)
+        labels = [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
         return Batch(images, labels, home)
 
     #: the ``collate_fn`` to give a ``DataLoader`` over this dataset
     #: (:func:`im2rec.training.loading.collate`)
     collate = staticmethod(collate)
 
-    def _fetch(self, i: int, into: np.ndarray | None) -> tuple[Any, Any]:
+    def _fetch(
+        self, i: int, into: np.ndarray | None, write: Writer | None = None
+    ) -> tuple[Any, Any]:
         n = len(self.keys)
         i = range(n)[i]  # IndexError past the end, as a sequence must (plain `for` loops)
         if not self.skip_corrupt:
-            return self._item(self.keys[i], into)
+            return self._item(i, into, write)
         for step in range(n):
-            key = self.keys[(i + step) % n]
+            position = (i + step) % n
             try:
-                return self._item(key, into)
+                return self._item(position, into, write)
             except ImageCodecError as exc:
+                key = self.keys[position]
                 offset = self.reader.index.offset_of(key)
                 why = str(exc.__cause__ or exc)
                 self.skipped.append((key, offset, why))
                 warnings.warn(f"{exc}; skipped (on_corrupt='skip')", stacklevel=2)
         raise ImageCodecError(f"{self.reader.name}: none of its {n} records decodes")
 
-    def _item(self, key: Any, into: np.ndarray | None) -> tuple[Any, Any]:
-        """Record ``key``'s sample; with ``into``, the transform (an
-        ``Augmenter``) writes the image there, as its ``__call__`` would."""
-        header, payload = unpack(self.reader.read_key(key))
+    def _item(
+        self, position: int, into: np.ndarray | None, write: Writer | None
+    ) -> tuple[Any, Any]:
+        """The sample at ``position``; with ``into``, the transform (an
+        ``Augmenter``, through ``write``) writes the image there, as its
+        ``__call__`` would."""
+        key = self.keys[position]
+        if write is not None and self.layout == "plain":  # keys in index order: one pread
+            record = self.reader.read_position(position)
+        else:
+            record = self.reader.read_key(key)
+        header, payload = unpack(record)
         label: Any = header.label if header.flag else float(header.label)
         if self.layout == "insightface" and header.flag:  # [identity, aligned]: as MXFaceDataset
             label = float(header.label[0])
@@ -203,7 +216,9 @@ class RecordDataset:
             try:
                 if into is not None:
                     assert isinstance(self.transform, Augmenter)
-                    self.transform.write(image, into, process_rng())
+                    if write is None:
+                        write = self.transform.writer(process_rng())
+                    write(image, into)
                     image = into
                 else:
                     image = self.transform(image)

@@ -35,10 +35,12 @@ from .vocabulary import (
     augmenter_options,
     chunk_starts,
     epoch_order,
+    local_size,
     lst_labels,
     mean_image,
     part,
     record_offsets,
+    record_stops,
 )
 
 __all__ = [
@@ -123,6 +125,8 @@ class ImageRecordIter:
         self.path_imgrec = path_imgrec
         every = record_offsets(path_imgrec, path_imgidx, verbose, storage_options)
         self._offsets = part(every, num_parts, part_index)
+        # each record's span ends where the next (in file order) starts
+        self._every, self._size = every, local_size(path_imgrec)
         self.cache, self._plan = block_plan(
             path_imgrec, storage_options, cache, every, self._offsets, block_window
         )
@@ -196,9 +200,10 @@ class ImageRecordIter:
             positions = np.concatenate([positions, order[: b - real]])
         if self._plan is not None:
             self._plan.ask(positions, epoch)
+        offsets = self._offsets[positions]
         return BatchJob(
             rec=str(self.path_imgrec),
-            offsets=self._offsets[positions],
+            offsets=offsets,
             real=real,
             slot=slot,
             seed=(self.seed_aug & 0xFFFFFFFF, epoch, batch),
@@ -206,6 +211,7 @@ class ImageRecordIter:
             skip_corrupt=self.skip_corrupt,
             storage_options=self.storage_options,
             cache=self.cache,
+            stops=None if self._size is None else record_stops(self._every, offsets, self._size),
         )
 
     def _top_up(self) -> None:

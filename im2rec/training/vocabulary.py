@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ConfigError, DatasetError
 from ..listing.lstfile import iter_lst
 from ..recordio import RecordReader, build_index, load_index
-from ..storage import exists, sibling
+from ..storage import exists, is_url, sibling
 from .augment import Augmenter
 from .augment.ndarray_file import load_ndarrays, save_ndarrays
 
@@ -38,8 +38,10 @@ __all__ = [
     "epoch_order",
     "lst_labels",
     "mean_image",
+    "local_size",
     "part",
     "record_offsets",
+    "record_stops",
 ]
 
 #: Accepted for MXNet compatibility and ignored: they only choose MXNet's
@@ -241,6 +243,29 @@ def _walked(rec: str, records: int, storage_options: dict[str, Any] | None) -> s
     if exists(beside, storage_options):
         return f"{said} ({beside} is beside it: pass path_imgidx={beside!r} to use it)"
     return said
+
+
+def local_size(rec: str) -> int | None:
+    """A local ``.rec``'s size, or None (a URL, read as it always is)."""
+    if is_url(rec):
+        return None
+    try:
+        return os.stat(rec).st_size
+    except OSError:
+        return None
+
+
+def record_stops(every: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray:
+    """Where the records at ``offsets`` end: the next offset of ``every``
+    (all the file's, sorted, as :func:`record_offsets` gives them), or
+    ``size`` after the last. A span that is not one whole record (a gap,
+    a file changed since) is only read the slower way, never misread:
+    :meth:`~im2rec.recordio.RecordReader.read_span` checks."""
+    after = np.searchsorted(every, offsets, side="right")
+    stops = np.full(len(offsets), size, np.int64)
+    inside = after < len(every)
+    stops[inside] = every[after[inside]]
+    return stops
 
 
 def part(offsets: np.ndarray, num_parts: int, part_index: int) -> np.ndarray:

@@ -24,7 +24,7 @@ FILTERS = [R.BILINEAR, R.HAMMING, R.BICUBIC, R.LANCZOS]
 
 def resample(pixels: np.ndarray, box: tuple[float, ...], size: tuple[int, int], method: int,
              flip: bool = False, vector: int = 2, pad: int = 0) -> np.ndarray:  # fmt: skip
-    """pixels (H, W, 1 or 4) resampled to uint8 planes (C, H, W)."""
+    """pixels (H, W, 1, 3 or 4) resampled to uint8 planes (C, H, W)."""
     height, width, step = pixels.shape
     rows = np.zeros((height, width * step + pad), np.uint8)
     rows[:, : width * step] = pixels.reshape(height, -1)
@@ -74,6 +74,10 @@ def test_the_resampler_gives_pillow_simds_bytes(case: tuple[Any, ...]) -> None:
     np.testing.assert_array_equal(got, resample(pixels, box, size, method, flip, vector=1))
     np.testing.assert_array_equal(got, resample(pixels, box, size, method, flip, vector=0))
     np.testing.assert_array_equal(got, resample(pixels, box, size, method, flip, pad=5))
+    if pixels.shape[2] == 4:  # the same pixels as RGB rows (the training crop's): the same bytes
+        for vector in (2, 1, 0):
+            rgb = resample(pixels[:, :, :3], box, size, method, flip, vector=vector, pad=vector)
+            np.testing.assert_array_equal(got, rgb)
     want = pillow(pixels, box, size, method)
     if flip:
         want = want[:, :, ::-1]
@@ -120,9 +124,12 @@ def _call(**changes: Any) -> Any:
 def test_the_resampler_checks_every_size() -> None:
     assert _call() is True  # the geometry that fits exactly
     assert _call(out=np.zeros((3, 6, 8), np.uint8), k=None, mk=None) is True
+    assert _call(pixels=bytes(10 * 5 * 3), row_bytes=30, pixel_bytes=3) is True  # RGB rows
     for bad in (
         dict(pixels=bytes(10 * 5 * 4 - 1)), dict(out=np.zeros((3, 6, 7), np.float32)),
-        dict(out=np.zeros((3, 6, 8), np.uint8)), dict(row_bytes=39), dict(pixel_bytes=3),
+        dict(out=np.zeros((3, 6, 8), np.uint8)), dict(row_bytes=39), dict(pixel_bytes=5),
+        dict(pixels=bytes(10 * 5 * 3 - 1), row_bytes=30, pixel_bytes=3),
+        dict(row_bytes=29, pixel_bytes=3),
         dict(pixel_bytes=2), dict(width=0), dict(height=-1), dict(channels=2), dict(channels=1),
         dict(out_w=0), dict(out_h=1 << 17), dict(box=(-0.5, 0.0, 10.0, 5.0)),
         dict(box=(0.0, 0.0, 10.5, 5.0)), dict(box=(5.0, 0.0, 4.0, 5.0)),

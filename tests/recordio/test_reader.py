@@ -235,3 +235,75 @@ def test_files_round_trip(
     assert list(reader) == [data for _, data in items] == list(RecordReader(path))
     for k, data in items:
         assert reader.read_key(k) == data
+
+
+def test_read_position_reads_each_record_in_one_pread(
+    rec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.recordio import reader as reader_module
+
+    reader = IndexedRecordReader(rec)
+    assert reader.stops is not None  # the writer's offsets rise
+    calls: list[int] = []
+
+    def counted(fd: int, n: int, offset: int) -> bytes:
+        calls.append(offset)
+        return os.pread(fd, n, offset)
+
+    monkeypatch.setattr(reader_module, "pread", counted)
+    for i, want in enumerate(RECORDS):
+        got = reader.read_position(i)
+        assert bytes(got) == want == reader[i]
+    # one read a whole record; the split one (a magic word inside) is read
+    # the usual way, its parts after its head
+    whole = [i for i, data in enumerate(RECORDS) if MAGIC_BYTES not in data]
+    offsets = [int(o) for o in reader.index.offsets]
+    assert [o for o in calls if o in offsets] == [offsets[i] for i in range(len(RECORDS))]
+    assert isinstance(reader.read_position(whole[-1]), memoryview)
+
+
+def test_spans_that_are_not_one_record_are_read_as_before(rec: Path) -> None:
+    offsets = [int(o) for o in IndexedRecordReader(rec).index.offsets]
+    idx = rec.with_suffix(".idx")
+    # every other record: each span then holds two records
+    idx.write_text("".join(f"{k}\t{offsets[k]}\n" for k in (0, 2, 4)))
+    reader = IndexedRecordReader(rec)
+    assert reader.stops is not None
+    assert [bytes(reader.read_position(i)) for i in range(3)] == [RECORDS[k] for k in (0, 2, 4)]
+    # falling offsets: no spans at all
+    idx.write_text("".join(f"{k}\t{offsets[k]}\n" for k in reversed(range(5))))
+    reader = IndexedRecordReader(rec)
+    assert reader.stops is None
+    assert [bytes(reader.read_position(i)) for i in range(5)] == RECORDS[::-1]
+    # a stale offset fails as reader[i] does, naming the entry
+    idx.write_text(f"0\t{offsets[0]}\n1\t{offsets[1] + 4}\n")
+    with pytest.raises(RecordFormatError, match=r"d.idx: entry 1\]"):
+        IndexedRecordReader(rec).read_position(1)
+
+
+def test_a_span_past_its_limit_or_the_file_is_read_as_before(
+    rec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.recordio import reader as reader_module
+
+    reader = RecordReader(rec)
+    offsets = [int(o) for o in IndexedRecordReader(rec).index.offsets]
+    last = offsets[-1]
+    assert bytes(reader.read_span(last, reader.size)) == RECORDS[-1]
+    assert bytes(reader.read_span(last, reader.size + 100)) == RECORDS[-1]  # the file shrank
+    assert bytes(reader.read_span(last, reader.size - 4)) == RECORDS[-1]  # or grew
+    monkeypatch.setattr(reader_module, "SPAN_LIMIT", 64)
+    assert bytes(reader.read_span(last, reader.size)) == RECORDS[-1]
+
+
+def test_rising_looks_at_every_chunk() -> None:
+    import numpy as np
+
+    from im2rec.recordio.reader import rising
+
+    offsets = np.arange(0, 3 << 21, 2, dtype=np.int64)  # three million, three chunks
+    assert rising(offsets) and rising(offsets[:1]) and rising(offsets[:0])
+    for at in (1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, len(offsets) - 1):
+        bent = offsets.copy()
+        bent[at] = bent[at - 1]
+        assert not rising(bent), at

@@ -217,3 +217,20 @@ def test_the_c_side_checks_what_it_is_given() -> None:
             jpeg_ext.crop(plan, data, out, rng.bit_generator, 1 << 30)
     with pytest.raises(ValueError):  # not a plan
         jpeg_ext.crop(object(), data, np.empty((3, 8, 8), np.float32), rng.bit_generator, 1 << 30)
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_a_batch_writer_draws_and_writes_as_write_does(
+    monkeypatch: pytest.MonkeyPatch, switch: str
+) -> None:
+    monkeypatch.setenv("IM2REC_NATIVE_JPEG", switch)  # the C crop, then the Python path
+    aug = Augmenter((3, 40, 48), **RRC)  # type: ignore[arg-type]
+    want, want_states = run(aug, PAYLOADS, 5)
+    rng = np.random.default_rng(5)
+    write = aug.writer(rng)
+    got, states = np.empty_like(want), []
+    for i, payload in enumerate(PAYLOADS):
+        write(memoryview(payload) if i % 2 else payload, got[i])
+        states.append(rng.bit_generator.state["state"])
+    assert states == want_states
+    np.testing.assert_array_equal(got, want)

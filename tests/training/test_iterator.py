@@ -22,8 +22,9 @@ from im2rec.errors import (
     TruncatedRecordError,
 )
 from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.training import iterator as iterator_module
 from im2rec.training.iterator import ImageRecordIter
-from im2rec.training.vocabulary import UnknownOptionWarning, lst_labels
+from im2rec.training.vocabulary import UnknownOptionWarning, lst_labels, record_stops
 
 from ..conftest import photo
 
@@ -191,16 +192,47 @@ def test_random_resized_crop_full_area_is_a_plain_resize(tmp_path: Path) -> None
     np.testing.assert_array_equal(it.next().data[0][0], want.transpose(2, 0, 1))
 
 
-def test_random_resized_crop_varies_and_draft_decodes_large_jpegs(tmp_path: Path) -> None:
+def jpeg_rec(path: Path, count: int, size: tuple[int, int]) -> Path:
     payloads = []
-    for i in range(8):
+    for i in range(count):
         out = io.BytesIO()
-        photo(640, 480, i).save(out, "JPEG", quality=90)
+        photo(*size, i).save(out, "JPEG", quality=90)
         payloads.append(out.getvalue())
-    rec = write_rec(tmp_path / "jpeg.rec", payloads)
+    return write_rec(path, payloads)
+
+
+def test_random_resized_crop_varies_and_draft_decodes_large_jpegs(tmp_path: Path) -> None:
+    rec = jpeg_rec(tmp_path / "jpeg.rec", 8, (640, 480))
     it = make(rec, data_shape=(3, 32, 32), random_resized_crop=True, batch_size=8)
     data = it.next().data[0]
     assert data.shape == (8, 3, 32, 32) and len({d.tobytes() for d in data}) == 8
+
+
+def test_records_are_read_in_one_span_or_two_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = jpeg_rec(tmp_path / "jpeg.rec", 10, (80, 60))
+    options = dict(data_shape=(3, 32, 32), random_resized_crop=True, batch_size=4, shuffle=True)
+
+    def batches(threads: int) -> list[Any]:
+        with make(rec, preprocess_threads=threads, **options) as it:
+            assert (it._size is not None) == spans
+            return [(b.data[0].copy(), b.label[0].copy()) for b in it]
+
+    spans = True
+    fast = [batches(t) for t in (1, 2)]
+    spans = False
+    monkeypatch.setattr(iterator_module, "local_size", lambda rec: None)  # as for a URL
+    for got in [batches(t) for t in (1, 2)] + fast[1:]:
+        for (a, la), (b, lb) in zip(fast[0], got, strict=True):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(la, lb)
+
+
+def test_record_stops_are_the_next_offsets() -> None:
+    every = np.array([0, 40, 96, 200], np.int64)
+    got = record_stops(every, np.array([96, 0, 200, 40], np.int64), 260)
+    assert got.tolist() == [200, 40, 260, 96]
 
 
 AUGMENT = dict(shuffle=True, rand_crop=True, rand_mirror=True, seed=7, dtype="uint8")

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.training import augment as augment_module
 from im2rec.training import loading
 from im2rec.training.augment import Augmenter
+from im2rec.training.augment import seeding as augment_module
 from im2rec.training.dataset import RecordDataset
 
 from .test_loader import jpeg

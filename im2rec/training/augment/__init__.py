@@ -20,8 +20,6 @@ decoder's (and MXNet's).
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +33,7 @@ from ...imaging.regions import decode_region
 from . import fused, geometry, options, reuse
 from .color import Photometric
 from .geometry import INTERPOLATION, Affine, CropRule
+from .seeding import process_rng
 
 __all__ = ["INTERPOLATION", "Augmenter", "process_rng"]
 
@@ -204,13 +203,32 @@ class Augmenter:
         Raises :class:`~im2rec.errors.ImageCodecError` for undecodable data,
         and a :class:`ConfigError` for an image the crop options cannot fit
         (smaller than ``max_crop_size``)."""
-        if self._native is not None:
-            done = fused.crop(self._native, payload, out, rng)
-            if isinstance(done, tuple):  # drawn, but left to Pillow: finished with those draws
-                self._finish(payload, out, rng, *done)
-                return
-            if done:
-                return
+        done = fused.crop(self._native, payload, out, rng) if self._native is not None else None
+        if done is not True:
+            self._rest(done, payload, out, rng)
+
+    def writer(self, rng: np.random.Generator) -> Callable[[bytes | memoryview, np.ndarray], None]:
+        """``write(payload, out)``: :meth:`write` with ``rng`` for a batch,
+        what it looks up for every sample (the switches, the pixel limit)
+        looked up once; the same draws in the same order."""
+        crop, rest = fused.cropper(self._native, rng), self._rest
+
+        def write(payload: bytes | memoryview, out: np.ndarray) -> None:
+            done = crop(payload, out) if crop is not None else None
+            if done is not True:
+                rest(done, payload, out, rng)
+
+        return write
+
+    def _rest(
+        self, done: Any, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator
+    ) -> None:
+        """:meth:`write` after :func:`fused.crop`: ``(flip, box)`` drawn but
+        left to Pillow (finished with those draws), or None, nothing drawn:
+        the Python path."""
+        if isinstance(done, tuple):
+            self._finish(payload, out, rng, *done)
+            return
         flip = self.mirror or (self.rand_mirror and rng.random() < 0.5)
         interp = geometry.pick_interp(self.inter_method, rng)
         if self._one_pass:
@@ -374,16 +392,3 @@ class Augmenter:
         kwargs = {name: getattr(self, name) for name in names}
         kwargs.update(changes)
         return Augmenter(**kwargs)
-
-
-_RNG: tuple[int, np.random.Generator] | None = None
-
-
-def process_rng() -> np.random.Generator:
-    """This process's generator for :meth:`Augmenter.__call__`, seeded from
-    :mod:`random` on first use (torch's DataLoader seeds that differently in
-    each worker); a forked child makes its own."""
-    global _RNG
-    if _RNG is None or _RNG[0] != os.getpid():
-        _RNG = (os.getpid(), np.random.default_rng(random.getrandbits(64)))
-    return _RNG[1]

@@ -102,13 +102,27 @@ def crop(
     (not a JPEG the region decoder takes, over the pixel limit); ``(flip,
     box)`` when the draws are made but the resampler leaves the sample to
     Pillow (the caller finishes it with them)."""
-    if not jpeg.enabled():
+    crop_one = cropper(plan, rng)
+    return None if crop_one is None else crop_one(payload, out)
+
+
+def cropper(
+    plan: Any, rng: np.random.Generator
+) -> Callable[[bytes | memoryview, np.ndarray], Any] | None:
+    """:func:`crop` for a batch of samples drawn from ``rng``, with the
+    switch (``IM2REC_NATIVE_JPEG``) and the pixel limit read once; None
+    where there is no plan or the region decoder is off."""
+    if plan is None or not jpeg.enabled():
         return None
-    try:
-        got: Any = _jpeg.crop(plan, payload, out, rng.bit_generator, pixel_limit())
-    except ValueError as exc:
-        raise ImageCodecError(f"cannot decode image: {exc}") from exc
-    return got  # type: ignore[no-any-return]
+    native_crop, bits, limit = _jpeg.crop, rng.bit_generator, pixel_limit()
+
+    def crop_one(payload: bytes | memoryview, out: np.ndarray) -> Any:
+        try:
+            return native_crop(plan, payload, out, bits, limit)
+        except ValueError as exc:
+            raise ImageCodecError(f"cannot decode image: {exc}") from exc
+
+    return crop_one
 
 
 def write(
