@@ -265,9 +265,10 @@ static PyObject *resample(PyObject *self, PyObject *args) {
         return NULL;
     /* Pillow's rules for the box (inside the window, not reversed), and
        output sides a 16-bit weight table can index. */
-    if (!(pixel_bytes == 1 || pixel_bytes == 3 || pixel_bytes == 4) || !(channels == 1 || channels == 3) ||
-        (channels == 1 && pixel_bytes != 1) || width <= 0 || height <= 0 || width > INT32_MAX / 4 ||
-        height > INT32_MAX || out_w <= 0 || out_h <= 0 || out_w > 1 << 16 || out_h > 1 << 16 ||
+    if (!(pixel_bytes == 1 || pixel_bytes == 3 || pixel_bytes == 4) ||
+        !(channels == 1 || channels == 3) || (channels == 1 && pixel_bytes != 1) || width <= 0 ||
+        height <= 0 || width > INT32_MAX / 4 || height > INT32_MAX || out_w <= 0 || out_h <= 0 ||
+        out_w > 1 << 16 || out_h > 1 << 16 ||
         !(box[0] >= 0 && box[1] >= 0 && box[2] <= (float)width && box[3] <= (float)height &&
           box[2] - box[0] >= 0 && box[3] - box[1] >= 0) ||
         rs_support(filter) == 0.0) {

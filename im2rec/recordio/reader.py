@@ -28,11 +28,20 @@ from .views import KeyView
 if TYPE_CHECKING:  # (numpy: the header walks of `rec info` start without it)
     from ..storage.blockcache import BlockCache
 
-__all__ = ["SPAN_LIMIT", "IndexedRecordReader", "RecordReader", "build_index", "rising"]
+__all__ = [
+    "SPAN_LIMIT",
+    "SPAN_MISSES",
+    "IndexedRecordReader",
+    "RecordReader",
+    "build_index",
+    "rising",
+]
 
 #: the largest span :meth:`RecordReader.read_span` reads at once (a larger
 #: record is read as any other: header first, then its payload)
-SPAN_LIMIT = 64 << 20
+SPAN_LIMIT = 4 << 20
+#: spans that were not one whole record after which a reader reads as any other
+SPAN_MISSES = 64
 
 
 class RecordReader:
@@ -61,6 +70,7 @@ class RecordReader:
         self._lock = threading.Lock()
         self._view: FileView | None = None
         self._size = 0
+        self._span_misses = 0  # (see read_span)
         self._ensure_open()
 
     def _ensure_open(self) -> FileView:
@@ -104,16 +114,25 @@ class RecordReader:
         read at once, the payload a view of it. The training loaders' path:
         one ``pread`` a record instead of two. A span that is not exactly one
         whole record (a gap, a split record, damage, a URL) is read as
-        :meth:`read_at` reads it, and fails as it fails."""
+        :meth:`read_at` reads it, and fails as it fails. After
+        :data:`SPAN_MISSES` such spans (an ``.idx`` listing only some of
+        the file's records makes every span hold several) this reader stops
+        trying: each miss read up to :data:`SPAN_LIMIT` bytes for nothing."""
         view = self._view if self._view is not None else self._ensure_open()
         size = stop - offset
-        if type(view) is FileView and 8 <= size <= SPAN_LIMIT and stop <= self._size:
+        if (
+            type(view) is FileView
+            and 8 <= size <= SPAN_LIMIT
+            and stop <= self._size
+            and self._span_misses < SPAN_MISSES
+        ):
             data = pread(view.fd, size, offset)
             if len(data) == size:
                 magic, lrec = unpack_head(data, 0)
                 # a whole record (cflag 0: lrec is its length) filling the span
                 if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size:
                     return memoryview(data)[8 : 8 + lrec]
+            self._span_misses += 1
         return self.read_at(offset)
 
     def read_next(self, offset: int) -> tuple[bytes | None, int]:

@@ -307,3 +307,27 @@ def test_rising_looks_at_every_chunk() -> None:
         bent = offsets.copy()
         bent[at] = bent[at - 1]
         assert not rising(bent), at
+
+
+def test_a_reader_stops_reading_spans_that_keep_missing(
+    rec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from im2rec.recordio import reader as reader_module
+
+    offsets = [int(o) for o in IndexedRecordReader(rec).index.offsets]
+    # an .idx of every other record: each span holds two records
+    rec.with_suffix(".idx").write_text("".join(f"{k}\t{offsets[k]}\n" for k in (0, 2, 4)))
+    reader = IndexedRecordReader(rec)
+    spans: list[int] = []
+
+    def counted(fd: int, n: int, offset: int) -> bytes:
+        spans.append(n)
+        return os.pread(fd, n, offset)
+
+    monkeypatch.setattr(reader_module, "pread", counted)
+    monkeypatch.setattr(reader_module, "SPAN_MISSES", 2)
+    assert bytes(reader.read_position(0)) == RECORDS[0]
+    assert bytes(reader.read_position(1)) == RECORDS[2]
+    assert len(spans) == 2  # two spans read for nothing
+    assert [bytes(reader.read_position(i)) for i in range(3)] == [RECORDS[k] for k in (0, 2, 4)]
+    assert len(spans) == 2  # and no more
