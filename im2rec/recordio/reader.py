@@ -216,17 +216,6 @@ class _Stops:
             position += self.last + 1
         return self.size if position == self.last else int(self.offsets[position + 1])
 
-    def of(self, positions: Any) -> Any:
-        """The stops of an array of positions, as an int64 array."""
-        import numpy as np
-
-        nxt = np.asarray(positions, np.int64) + 1
-        out = np.empty(len(nxt), np.int64)
-        last = nxt > self.last
-        out[last] = self.size
-        out[~last] = np.asarray(self.offsets)[nxt[~last]]
-        return out
-
 
 def build_index(reader: RecordReader) -> RecordIndex:
     """Index a ``.rec`` by walking its headers: keys 0..N-1, like rec2idx.py."""
