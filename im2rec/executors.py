@@ -191,19 +191,44 @@ def _inside(pool: Executor) -> bool:
     )
 
 
-def _unblock_broken(pool: Executor) -> None:
+def _unblock_broken(pool: Executor, queue: Any = None) -> None:
     """Once a worker process is killed, Python 3.10's ProcessPoolExecutor can
     hang for ever: its call queue's feeder thread stays blocked writing to a
     pipe that nobody reads any more, and the pool's manager thread (which
-    shutting down waits for) joins that thread. Python 3.11 closes the
-    pipe's read end in the broken pool (CPython gh-94777); this does the
-    same on 3.10, so the blocked write fails and everything ends."""
+    shutting down, and the interpreter's exit, wait for) joins that thread.
+    Python 3.11 closes the pipe's read end in the broken pool (CPython
+    gh-94777); this does the same on 3.10, so the blocked write fails and
+    everything ends. This process never reads the call queue (only the
+    workers do, through their own copies), so closing its end takes nothing
+    from a worker still alive. ``queue``: the pool's call queue, for a pool
+    that has already dropped it (``shutdown(wait=False)``)."""
     if sys.version_info >= (3, 11) or not getattr(pool, "_broken", False):
         return
-    reader = getattr(getattr(pool, "_call_queue", None), "_reader", None)
+    queue = queue if queue is not None else getattr(pool, "_call_queue", None)
+    reader = getattr(queue, "_reader", None)
     if reader is not None:
         with contextlib.suppress(OSError):
             reader.close()
+
+
+def _shutdown(pool: Executor) -> None:
+    """``pool.shutdown(cancel_futures=True)``, waiting for it unless called
+    from one of the pool's own threads. On Python 3.10 a process pool may
+    break while it shuts down (a worker that died just before, or one this
+    shutdown stopped): the wait then unblocks it instead of waiting for ever."""
+    wait = not _inside(pool)
+    if sys.version_info >= (3, 11) or not wait or not isinstance(pool, ProcessPoolExecutor):
+        pool.shutdown(wait=wait, cancel_futures=True)
+        return
+    manager = getattr(pool, "_executor_manager_thread", None)
+    queue = getattr(pool, "_call_queue", None)
+    results = getattr(pool, "_result_queue", None)
+    pool.shutdown(wait=False, cancel_futures=True)  # flags the manager; drops its queues
+    while manager is not None and manager.is_alive():
+        _unblock_broken(pool, queue)
+        manager.join(0.1)
+    if results is not None:
+        results.close()  # what shutdown(wait=True) does once the manager has ended
 
 
 #: how long the pool's own manager gets to notice a dead worker before the
@@ -226,13 +251,18 @@ def _watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
     the pool fails every pending future with BrokenProcessPool as usual.
     """
     while not done.wait(0.25):
-        if getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
+        if getattr(pool, "_broken", False):
+            _unblock_broken(pool)  # also when nobody closes it before the interpreter exits
+            return
+        if getattr(pool, "_shutdown_thread", False):
             return
         workers = list((getattr(pool, "_processes", None) or {}).values())
         if not any(proc.exitcode is not None for proc in workers):
             continue
-        if done.wait(_GRACE) or getattr(pool, "_broken", False):
+        if done.wait(_GRACE):
             return
+        if getattr(pool, "_broken", False):
+            continue  # noticed in time: the next pass unblocks it
         for proc in workers:
             if proc.exitcode is None:
                 with contextlib.suppress(OSError):
@@ -241,7 +271,8 @@ def _watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
         if writer is not None:
             with contextlib.suppress(OSError):
                 writer.close()
-        return
+        # and watch on: the manager now marks the pool broken, which on
+        # Python 3.10 then needs unblocking
 
 
 class LocalExecutor:
@@ -378,7 +409,7 @@ class LocalExecutor:
                     elif proc.pid is not None and proc.exitcode is None:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(proc.pid, _STOP)
-            pool.shutdown(wait=not _inside(pool), cancel_futures=True)
+            _shutdown(pool)
 
     def __enter__(self) -> LocalExecutor:
         return self

@@ -97,6 +97,52 @@ def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
     assert int(words[1]) <= 10, run.stdout  # about _GRACE seconds, not a timeout
 
 
+# Workers killed while the call queue's pipe is full of queued arguments:
+# Python 3.10's pool then waits for ever for its feeder thread, in
+# shutdown() and at the interpreter's exit (a CI run of the 3.10 suite
+# hung there after every test had passed). Its own interpreter again.
+_KILLED_WITH_A_FULL_CALL_QUEUE = """
+import os, signal, sys, time
+from im2rec.executors import LocalExecutor
+
+def slow(arg):
+    time.sleep(60)
+    return len(arg)
+
+if __name__ == "__main__":
+    ex = LocalExecutor(2)
+    futures = [ex.submit(slow, b"x" * (1 << 20)) for _ in range(8)]  # 8 MiB: the pipe is full
+    time.sleep(1.0)
+    for pid in list(ex._pools["processes"]._processes):
+        os.kill(pid, signal.SIGKILL)
+    if sys.argv[1] == "close":  # before the pool has noticed
+        ex.close()
+    elif sys.argv[1] == "result":
+        try:
+            futures[0].result(timeout=30)
+        except Exception as exc:
+            print(type(exc).__name__)
+    print("exiting")  # "exit": the pool is left for the interpreter's exit
+"""
+
+
+@pytest.mark.parametrize("then", ["exit", "result", "close"])
+def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the interpreter hung after its workers were killed ({then})")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.split()[-1] == "exiting", run.stdout
+    assert "Traceback" not in run.stderr, run.stderr
+    if then == "result":
+        assert run.stdout.split()[0] == "BrokenProcessPool", run.stdout
+
+
 def _slow(path: str) -> None:
     with open(path, "a") as log:
         log.write("x")
