@@ -42,9 +42,11 @@ __all__ = [
     "LocalExecutor",
     "Stopped",
     "WorkerCrashed",
+    "ask_to_stop",
     "check_stop",
     "default_workers",
     "fork_is_safe",
+    "init_worker",
     "tune_malloc",
 ]
 
@@ -152,7 +154,7 @@ def tune_malloc() -> None:
     mallopt(m_trim_threshold, 64 << 20)
 
 
-def _init_worker(parent: int) -> None:
+def init_worker(parent: int) -> None:
     """Process workers: Ctrl-C is the parent's to handle, ``_STOP`` ends the
     work at the next item, and a worker exits by itself when the parent dies
     without shutting the pool down. Their heap keeps image-sized buffers
@@ -163,6 +165,13 @@ def _init_worker(parent: int) -> None:
     if _STOP is not None:
         signal.signal(_STOP, _ask_stop)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def ask_to_stop(pid: int) -> None:
+    """Ask worker process ``pid`` (set up by :func:`init_worker`) to stop at
+    its next :func:`check_stop`; where there is no such signal, end it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, _STOP if _STOP is not None else signal.SIGTERM)
 
 
 def check_stop() -> None:
@@ -311,7 +320,7 @@ class LocalExecutor:
                 pool = ProcessPoolExecutor(
                     self.workers,
                     mp_context=self._process_context(),
-                    initializer=_init_worker,
+                    initializer=init_worker,
                     initargs=(os.getpid(),),
                 )
             self._pools[kind] = pool

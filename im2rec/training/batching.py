@@ -13,12 +13,12 @@ batch)``, so augmentation is the same whichever worker (or how many) runs it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import weakref
 from collections import deque
 from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any, Literal, NamedTuple
@@ -26,10 +26,11 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import ConfigError, ImageCodecError, RecordFormatError
-from ..executors import LocalExecutor, WorkerCrashed, check_stop, default_workers, fork_is_safe
+from ..executors import LocalExecutor, check_stop, default_workers, fork_is_safe
 from ..recordio import RecordReader, unpack
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
+from .procpool import JOB_BYTES, BatchProcesses, Ticket
 
 __all__ = [
     "BatchBuffers",
@@ -264,7 +265,7 @@ def check_memory(size: int, slots: int) -> None:
         )
 
 
-def release(owner: int, executor: LocalExecutor | None, shm: Ring | None) -> None:
+def release(owner: int, executor: LocalExecutor | BatchProcesses | None, shm: Ring | None) -> None:
     # A process forked while this iterator was alive (another iterator's
     # worker, a DataLoader worker) holds a copy of it, and its garbage
     # collector may run this finaliser: only the creator may stop the
@@ -287,7 +288,7 @@ class Pending(NamedTuple):
     (None: this process builds it when it is wanted)."""
 
     job: BatchJob
-    result: Future[BatchResult] | None
+    result: Future[BatchResult] | Ticket | None
 
 
 class BatchBuffers(NamedTuple):
@@ -316,11 +317,13 @@ class Workers:
     ) -> None:
         count = min(4, default_workers()) if threads is None else max(0, threads)
         self.count = count
+        # a job is sent as one message: its offsets and stops, 16 bytes a record
+        fits = layout.batch_size * 16 + (16 << 10) <= JOB_BYTES
         self.kind: Literal["inline", "processes", "threads"] = (
-            "inline" if count <= 1 else "processes" if fork_is_safe() else "threads"
+            "inline" if count <= 1 else "processes" if fits and fork_is_safe() else "threads"
         )
         self.layout, self.augmenter = layout, augmenter
-        self.executor = None if count <= 1 else LocalExecutor(count)
+        self.executor = LocalExecutor(count) if self.kind == "threads" else None
         # Threads and the inline path share one reader (pread needs no lock);
         # worker processes open the file themselves.
         self.reader = (
@@ -335,15 +338,32 @@ class Workers:
         # a batch can be a view of its slot while the workers keep a slot each
         self.slots = SlotPool(slots, slots - count if count > 1 else 0)
         self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
-        self.finalizer = weakref.finalize(self, release, os.getpid(), self.executor, self.shm)
+        self.processes: BatchProcesses | None = None
+        if self.shm is not None:  # forked now: they inherit the layout and the augmenter
+            run = functools.partial(
+                run_job, layout=layout, augmenter=augmenter, shm_name=self.shm.name
+            )
+            try:
+                self.processes = BatchProcesses(count, run)
+            except BaseException:
+                release(os.getpid(), None, self.shm)
+                raise
+        self.finalizer = weakref.finalize(
+            self, release, os.getpid(), self.executor or self.processes, self.shm
+        )
+
+    @property
+    def parallel(self) -> bool:
+        """Whether batches are built beside this process (not in it)."""
+        return self.kind != "inline"
 
     def submit(self, job: BatchJob) -> Pending:
-        future: Future[BatchResult] | None = None
-        if self.shm is not None and self.executor is not None:
-            future = self.executor.submit(run_job, job, self.layout, self.augmenter, self.shm.name)
+        result: Future[BatchResult] | Ticket | None = None
+        if self.processes is not None:
+            result = self.processes.submit(job)
         elif self.executor is not None:
-            future = self.executor.submit(self.fill, job, io_bound=True)
-        return Pending(job, future)
+            result = self.executor.submit(self.fill, job, io_bound=True)
+        return Pending(job, result)
 
     def fill(self, job: BatchJob) -> BatchResult:
         """Build ``job`` in this process (inline, or on a worker thread)."""
@@ -352,13 +372,7 @@ class Workers:
 
     def collect(self, pending: Pending) -> BatchBuffers:
         job = pending.job
-        try:
-            result = self.fill(job) if pending.result is None else pending.result.result()
-        except BrokenProcessPool as exc:
-            raise WorkerCrashed(
-                "an ImageRecordIter worker process died (killed, out of memory, or a crash "
-                "while decoding); create the iterator again"
-            ) from exc
+        result = self.fill(job) if pending.result is None else pending.result.result()
         return BatchBuffers(result, self.layout.views(self.buf, job.slot), job.slot)
 
     def drain(self, jobs: deque[Pending]) -> None:

@@ -220,7 +220,7 @@ class ImageRecordIter:
             job = self._job(self._next_submit, free.popleft(), self._order, self.epoch)
             self._pending.append(self._workers.submit(job))
             self._next_submit += 1
-        if not free or self._workers.executor is None:
+        if not free or not self._workers.parallel:
             return
         # Every batch of this epoch is under way and slots are free: start
         # the next epoch's, which reset() takes over, so the workers never

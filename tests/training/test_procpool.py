@@ -1,0 +1,220 @@
+"""BatchProcesses: ImageRecordIter's forked workers, fed through one socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from im2rec.errors import Im2RecError, ImageCodecError
+from im2rec.executors import WorkerCrashed, check_stop, fork_is_safe
+from im2rec.training.procpool import _PART, JOB_BYTES, BatchProcesses
+
+pytestmark = pytest.mark.skipif(not fork_is_safe(), reason="forked workers need Linux and fork")
+
+
+def _echo(job: object) -> object:
+    if isinstance(job, tuple) and job[0] == "sleep":
+        for _ in range(int(job[1] * 100)):  # an image at a time, as fill_batch
+            check_stop()
+            time.sleep(0.01)
+        return os.getpid()
+    if isinstance(job, tuple) and job[0] == "big":
+        return bytes(range(256)) * (job[1] // 256)
+    if job == "fail":
+        raise ImageCodecError("cannot decode image: broken data")
+    if job == "unpicklable":
+        raise _Unpicklable("a lambda inside", lambda: None)
+    return job
+
+
+class _Unpicklable(Exception):
+    pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def test_results_come_back_to_the_job_that_asked_in_any_order() -> None:
+    pool = BatchProcesses(2, _echo)
+    try:
+        tickets = [pool.submit(i) for i in range(20)]
+        assert [t.result() for t in reversed(tickets)] == list(reversed(range(20)))
+        assert tickets[0].cancel() is False  # sent: it may be running
+    finally:
+        pool.close()
+
+
+def test_a_result_larger_than_a_message_arrives_whole() -> None:
+    pool = BatchProcesses(2, _echo)
+    try:
+        size = 5 * _PART + 256 * 7
+        small, big, after = pool.submit(1), pool.submit(("big", size)), pool.submit(2)
+        assert big.result() == bytes(range(256)) * (size // 256)
+        assert (small.result(), after.result()) == (1, 2)
+    finally:
+        pool.close()
+
+
+def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
+    pool = BatchProcesses(2, _echo)
+    try:
+        with pytest.raises(ImageCodecError, match="broken data"):
+            pool.submit("fail").result()
+        with pytest.raises(Im2RecError, match="_Unpicklable: .*a lambda inside"):
+            pool.submit("unpicklable").result()
+        assert pool.submit(3).result() == 3
+    finally:
+        pool.close()
+
+
+def test_a_job_too_large_for_one_message_is_refused() -> None:
+    pool = BatchProcesses(1, _echo)
+    try:
+        with pytest.raises(Im2RecError, match="too large to send"):
+            pool.submit(b"x" * (JOB_BYTES + 1))
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("when", ["waiting", "before-sending"])
+def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str) -> None:
+    pool = BatchProcesses(2, _echo)
+    try:
+        if when == "waiting":
+            ticket = pool.submit(("sleep", 30))
+            time.sleep(0.3)
+            os.kill(pool.pids[0], signal.SIGKILL)
+        else:  # every worker gone before the job is sent: the send fails
+            for pid in pool.pids:
+                os.kill(pid, signal.SIGKILL)
+            for proc in pool._procs:
+                proc.join(10)
+            ticket = pool.submit(1)
+        started = time.monotonic()
+        with pytest.raises(WorkerCrashed, match="worker process died"):
+            ticket.result()
+        assert time.monotonic() - started < 10
+        with pytest.raises(WorkerCrashed):  # and stays broken
+            pool.submit(2).result()
+    finally:
+        pool.close()
+
+
+def test_close_stops_the_workers_at_their_next_image() -> None:
+    pool = BatchProcesses(2, _echo)
+    pids = pool.pids
+    for _ in range(4):
+        pool.submit(("sleep", 30))
+    time.sleep(0.3)
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 5  # not the 30 s a job takes
+    assert not any(_alive(pid) for pid in pids)
+    pool.close()  # twice: nothing
+    with pytest.raises(Im2RecError, match="workers are closed"):
+        pool.submit(1).result()
+
+
+_PARENT_DIES = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.training.test_procpool import _echo
+from im2rec.training.procpool import BatchProcesses
+pool = BatchProcesses(2, _echo)
+pool.submit(("sleep", 30))
+print(*pool.pids, flush=True)
+os._exit(0)  # as kill -9 would: close() never runs
+"""
+
+
+def test_workers_end_when_the_parent_dies_without_closing() -> None:
+    root = str(Path(__file__).parents[2])
+    run = subprocess.run(
+        [sys.executable, "-c", _PARENT_DIES, root], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": root},
+    )  # fmt: skip
+    pids = [int(p) for p in run.stdout.split()]
+    assert len(pids) == 2, run.stdout + run.stderr
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_many_jobs_in_flight_never_block_the_sender() -> None:
+    """More jobs than the socket holds, while results wait unread: sending
+    reads results meanwhile instead of waiting for workers that wait for
+    it (a deadlock with a large prefetch_buffer)."""
+    import threading
+
+    pool = BatchProcesses(2, _echo)
+    sizes: list[int] = []
+
+    def run() -> None:
+        tickets = [pool.submit(("big", 3 * _PART)) for _ in range(300)]
+        sizes.extend(len(t.result()) for t in tickets)
+
+    worker = threading.Thread(target=run, daemon=True)
+    try:
+        worker.start()
+        worker.join(120)
+        assert not worker.is_alive(), "submit() blocked while the workers waited for it"
+        assert sizes == [3 * _PART] * 300
+    finally:
+        pool.close()  # (a blocked send then fails, and the thread ends)
+
+
+@pytest.mark.parametrize(("batch_size", "kind"), [(5000, "processes"), (6000, "threads")])
+def test_a_batch_too_large_for_one_message_is_built_by_threads(
+    tmp_path: Path, batch_size: int, kind: str
+) -> None:
+    from im2rec.recordio import IndexedRecordWriter, pack
+    from im2rec.training.augment import Augmenter
+    from im2rec.training.batching import BatchJob, SlotLayout, Workers
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), b"not an image"))
+    layout = SlotLayout(batch_size, (1, 2, 2), "float32", 1)
+    workers = Workers(2, 2, layout, Augmenter((1, 2, 2)), str(tmp_path / "d.rec"), None)
+    try:
+        assert workers.kind == kind
+        import numpy as np
+
+        offsets = np.zeros(batch_size, np.int64)  # the largest job this layout sends
+        job = BatchJob(str(tmp_path / "d.rec"), offsets, batch_size, 0, (0, 0, 0), True, True,
+                       stops=offsets + 100)  # fmt: skip
+        result = workers.collect(workers.submit(job)).result
+        assert (result.filled, len(result.skipped)) == (0, batch_size)  # each one refused
+    finally:
+        workers.finalizer()
+
+
+def test_close_is_prompt_when_a_later_fork_holds_the_socket() -> None:
+    """A process forked after the pool (a DataLoader worker) holds a copy of
+    the parent's end: the idle workers must still see the pool close."""
+    pool = BatchProcesses(2, _echo)
+    assert pool.submit(1).result() == 1
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # holds every fd the parent had until told to go
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        started = time.monotonic()
+        pool.close()
+        assert time.monotonic() - started < 3  # not the 10 s wait, then a kill
+        assert all(proc.exitcode == 0 for proc in pool._procs)
+    finally:
+        os.write(write, b"x")
+        os.waitpid(child, 0)
