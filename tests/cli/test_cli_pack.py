@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -150,7 +151,9 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     reference = (many.with_suffix(".rec").read_bytes(), many.with_suffix(".idx").read_bytes())
     for ext in (".rec", ".idx", ".pack.json"):
         many.with_suffix(ext).unlink()
-    proc = subprocess.Popen(rec_cmd(many), stderr=subprocess.PIPE, text=True)
+    # faulthandler: a hang below is reported with every thread's stack
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.Popen(rec_cmd(many), stderr=subprocess.PIPE, text=True, env=env)
     partial = many.with_suffix(".rec.partial")
     deadline = time.monotonic() + 60
     # interrupt early (the writer flushes 1 MiB at a time), so that a busy
@@ -169,9 +172,16 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        proc.kill()  # so a hang fails this test alone, not the next one too
-        proc.communicate()
-        pytest.fail(f"rec pack did not exit within 60 s of {sig.name}")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        for pid in [*children, str(proc.pid)]:  # each dumps its threads' stacks, and ends
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # so a hang fails this test alone, not the next one too
+            _, err = proc.communicate()
+        pytest.fail(f"rec pack did not exit within 60 s of {sig.name}:\n{err[-12000:]}")
     if who == "worker":
         assert proc.returncode == 1, err
         assert f"{many}: a worker process died after" in err and "--resume" in err, err
