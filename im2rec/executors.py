@@ -413,11 +413,8 @@ class LocalExecutor:
             if isinstance(pool, ProcessPoolExecutor):
                 _unblock_broken(pool)
                 for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    if _STOP is None:
-                        proc.terminate()
-                    elif proc.pid is not None and proc.exitcode is None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(proc.pid, _STOP)
+                    if proc.pid is not None and proc.exitcode is None:
+                        ask_to_stop(proc.pid)
             _shutdown(pool)
 
     def __enter__(self) -> LocalExecutor:

@@ -11,8 +11,8 @@ kernel hands each message to exactly one of them, whole, so no lock is
 needed and a worker killed while reading cannot leave half a message
 behind), and reads the results from the same pair. The layout, the
 augmenter and the ring's name are inherited when the workers are forked,
-not sent for every batch. Measured (docs/performance.md, "Where the rest
-goes"): the parent's CPU per image halved and the workers busy 97 % of the
+not sent for every batch. Measured (docs/performance.md, "The iterator's
+workers without a process pool"): the parent's CPU per image halved and the workers busy 97 % of the
 time instead of 95 %.
 
 A worker that dies (killed, out of memory, a crash in a decoder) is noticed
@@ -28,6 +28,7 @@ import multiprocessing.connection
 import os
 import pickle
 import select
+import signal
 import socket
 import struct
 import time
@@ -35,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import Im2RecError
-from ..executors import WorkerCrashed, ask_to_stop, init_worker
+from ..executors import Stopped, WorkerCrashed, ask_to_stop, init_worker
 
 __all__ = ["JOB_BYTES", "BatchProcesses", "Ticket"]
 
@@ -45,6 +46,8 @@ JOB_BYTES = 96 << 10
 #: a result is sent in parts of at most this many bytes (each a message)
 _PART = 32 << 10
 _HEAD = struct.Struct("<qII")  # job key, part, parts
+#: the signal ask_to_stop sends (SIGUSR1 where there is one)
+STOP_SIGNALS = {getattr(signal, "SIGUSR1", signal.SIGTERM)}
 #: how long close() waits for a worker to finish the image in hand
 _STOP_WAIT = 10.0
 
@@ -70,12 +73,14 @@ class Ticket:
         return False  # sent: a worker may already be writing into its slot
 
 
-def _serve(sock: socket.socket, parent_end: socket.socket, run: Callable[[Any], Any]) -> None:
-    """A worker's loop: one job a message until the parent closes its end."""
+def _serve(
+    sock: socket.socket, parent_end: socket.socket, run: Callable[[Any], Any], mask: Any
+) -> None:
+    """A worker's loop: one job a message until the parent closes its end;
+    ``mask``: the signal mask to restore once the stop handler is set."""
     parent_end.close()  # (inherited) so that the parent closing its own end is seen here
     init_worker(os.getppid())
-    from ..executors import Stopped
-
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a stop asked meanwhile lands now
     while True:
         try:
             message = sock.recv(JOB_BYTES)
@@ -112,15 +117,21 @@ class BatchProcesses:
 
     def __init__(self, count: int, run: Callable[[Any], Any]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The stop signal is held until a worker has its handler: close()
+        # right after the start would otherwise kill one with it.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         ctx = multiprocessing.get_context("fork")
         self._procs = [
-            ctx.Process(target=_serve, args=(theirs, ours, run), daemon=True, name="im2rec-batch")
+            ctx.Process(
+                target=_serve, args=(theirs, ours, run, mask), daemon=True, name="im2rec-batch"
+            )
             for _ in range(count)
         ]
         try:
             for proc in self._procs:
                 proc.start()
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             theirs.close()  # the workers hold it now: EOF or EPIPE once they are all gone
         self._sock = ours
         self._key = 0
