@@ -97,11 +97,23 @@ static void rs_free(rs_axis *a) {
     a->k = NULL;
 }
 
+#ifdef RS_X86
+/* rs_plan's loops eight and sixteen weights at a time (_resample_x86.h) */
+static int rs_have_avx512_plan(void);
+static void rs_bilinear_avx512(double *kk, int *first, int *taps, int in_size, double in0,
+                               double scale, double support, double ss, int out_size, int ksize);
+static double rs_max_avx512(const double *kk, size_t n);
+static int rs_round_avx512(const double *kk, size_t n, double unit, int16_t *k);
+#endif
+
 /* Pillow's precompute_coeffs and normalize_coeffs_8bpc (Pillow-SIMD's): in0
    and in1 are float as Pillow takes them, their difference taken in float.
    0, or -1: no memory, a filter longer than RS_MAX_TAPS, or weights that
-   16 bits cannot hold (the caller lets Pillow resample then). */
-static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, int filter) {
+   16 bits cannot hold (the caller lets Pillow resample then). fast: the
+   AVX-512 loops where the CPU has them (the same doubles, operation for
+   operation, and the same weights: the tests compare both). */
+static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, int filter,
+                   int fast) {
     memset(a, 0, sizeof *a);
     double scale = (double)(in1 - in0) / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
     double support = rs_support(filter) * filterscale;
@@ -118,7 +130,16 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     }
     a->taps = a->first + out_size;
     a->ksize = ksize;
-    double maxkk = 0.0;
+    const size_t n = (size_t)out_size * (size_t)ksize;
+#ifdef RS_X86
+    fast = fast && rs_have_avx512_plan();
+    if (fast && filter == RS_BILINEAR && ksize <= 8)
+        rs_bilinear_avx512(kk, a->first, a->taps, in_size, (double)in0, scale, support,
+                           1.0 / filterscale, out_size, ksize);
+    else
+#else
+    (void)fast;
+#endif
     for (int xx = 0; xx < out_size; xx++) {
         double center = in0 + (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
         int xmin = (int)(center - support + 0.5), xmax;
@@ -143,17 +164,24 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     /* The largest weight: four running maxima, as one serial chain of
        compares was a third of this function's time (the same value: the
        weights are finite, and a maximum does not depend on the order). */
-    const size_t n = (size_t)out_size * (size_t)ksize;
-    double most[4] = {kk[0], kk[0], kk[0], kk[0]};
+    double maxkk;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int j = 0; j < 4; j++)
-            if (most[j] < kk[i + (size_t)j]) most[j] = kk[i + (size_t)j];
-    for (; i < n; i++)
-        if (most[0] < kk[i]) most[0] = kk[i];
-    maxkk = most[0];
-    for (int j = 1; j < 4; j++)
-        if (maxkk < most[j]) maxkk = most[j];
+#ifdef RS_X86
+    if (fast) {
+        maxkk = rs_max_avx512(kk, n);
+    } else
+#endif
+    {
+        double most[4] = {kk[0], kk[0], kk[0], kk[0]};
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; j++)
+                if (most[j] < kk[i + (size_t)j]) most[j] = kk[i + (size_t)j];
+        for (; i < n; i++)
+            if (most[0] < kk[i]) most[0] = kk[i];
+        maxkk = most[0];
+        for (int j = 1; j < 4; j++)
+            if (maxkk < most[j]) maxkk = most[j];
+    }
     int p = 0;
     for (; p < 32 - 8 - 2; p++)
         if ((int)(0.5 + maxkk * (1 << (p + 1))) >= (1 << 15)) break;
@@ -161,7 +189,14 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
        compiler can vectorise it: one weight out of range fails them all. */
     int fits = p > 0, outside = 0;
     const double unit = (double)(1 << p);
-    for (i = 0; i < n; i++) {
+    i = 0;
+#ifdef RS_X86
+    if (fast) {
+        outside = rs_round_avx512(kk, n, unit, a->k);
+        i = n / 16 * 16;  /* the rest as below */
+    }
+#endif
+    for (; i < n; i++) {
         const double v = kk[i] < 0 ? -0.5 + kk[i] * unit : 0.5 + kk[i] * unit;
         const int in = v > -32769.0 && v < 32768.0;
         outside |= !in;

@@ -183,8 +183,8 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
 #ifdef RS_X86
     rs_wide plan;
 #endif
-    if (rs_plan(&h, width, box[0], box[2], out_w, filter) < 0 ||
-        rs_plan(&v, height, box[1], box[3], out_h, filter) < 0)
+    if (rs_plan(&h, width, box[0], box[2], out_w, filter, vector >= 2) < 0 ||
+        rs_plan(&v, height, box[1], box[3], out_h, filter, vector >= 2) < 0)
         goto done;
     /* Pillow skips a pass that would change nothing; so do we (same bytes).
        RGB rows (pixel_bytes 3, the training crop's) become RGBX on the way:
@@ -302,10 +302,43 @@ static PyObject *resample(PyObject *self, PyObject *args) {
 
 static const tensor_api api = {resample_into, window_into};
 
+/* One direction's weights, for the tests: (first, taps, weights as int16
+   bytes, precision), or None where rs_plan declines (Pillow's case then).
+   fast 1 takes the AVX-512 loops where the CPU has them, 0 the portable
+   ones: the two must agree to the bit. */
+static PyObject *plan(PyObject *self, PyObject *args) {
+    int in_size, out_size, filter, fast;
+    float in0, in1;
+    if (!PyArg_ParseTuple(args, "iffiip:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
+        return NULL;
+    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
+        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
+        PyErr_SetString(PyExc_ValueError, "_plan: sizes out of range");
+        return NULL;
+    }
+    rs_axis a;
+    if (rs_plan(&a, in_size, in0, in1, out_size, filter, fast) < 0) Py_RETURN_NONE;
+    PyObject *first = PyList_New(out_size), *taps = PyList_New(out_size), *result = NULL;
+    if (first != NULL && taps != NULL) {
+        for (int i = 0; i < out_size; i++) {
+            PyList_SET_ITEM(first, i, PyLong_FromLong(a.first[i]));
+            PyList_SET_ITEM(taps, i, PyLong_FromLong(a.taps[i]));
+        }
+        result = Py_BuildValue("(OOy#i)", first, taps, (const char *)a.k,
+                               (Py_ssize_t)((size_t)out_size * (size_t)a.ksize * sizeof(int16_t)),
+                               a.precision);
+    }
+    Py_XDECREF(first);
+    Py_XDECREF(taps);
+    rs_free(&a);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"normalise", normalise, METH_VARARGS, "8-bit pixels -> normalised float32 planes"},
     {"split", split, METH_VARARGS, "8-bit pixels -> uint8 planes"},
     {"resample", resample, METH_VARARGS, "8-bit pixels resized -> float32 or uint8 planes"},
+    {"_plan", plan, METH_VARARGS, "one direction's resampling weights (for the tests)"},
     {NULL, NULL, 0, NULL},
 };
 

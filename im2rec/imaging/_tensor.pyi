@@ -15,3 +15,6 @@ def normalise(
     flip: bool,
     /,
 ) -> None: ...
+def _plan(
+    in_size: int, in0: float, in1: float, out_size: int, filter: int, fast: bool, /
+) -> tuple[list[int], list[int], bytes, int] | None: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sys
 import weakref
@@ -60,7 +61,7 @@ class SlotLayout:
 
     @property
     def data_bytes(self) -> int:
-        return self.batch_size * int(np.prod(self.data_shape)) * np.dtype(self.dtype).itemsize
+        return self.batch_size * math.prod(self.data_shape) * np.dtype(self.dtype).itemsize
 
     @property
     def slot_bytes(self) -> int:
@@ -72,7 +73,7 @@ class SlotLayout:
         b, base = self.batch_size, slot * self.slot_bytes
         # frombuffer holds the buffer exported while a view lives, so the
         # memory cannot be unmapped under it (closing the block refuses)
-        data = np.frombuffer(buf, self.dtype, b * int(np.prod(self.data_shape)), base)
+        data = np.frombuffer(buf, self.dtype, b * math.prod(self.data_shape), base)
         base += self.data_bytes
         labels = np.frombuffer(buf, np.float32, b * self.label_width, base)
         ids = np.frombuffer(buf, np.uint64, b, base + b * self.label_width * 4)

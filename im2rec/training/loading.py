@@ -34,6 +34,7 @@ moves it as it moves any tensor.
 
 from __future__ import annotations
 
+import math
 import mmap
 import multiprocessing
 import multiprocessing.util
@@ -94,7 +95,7 @@ class Slots:
     def lend(self, slot: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Lease:
         """An array over ``slot``, which stays held until every view of it
         is gone or :meth:`Lease.hand_over` passes it on."""
-        count = int(np.prod(shape))
+        count = math.prod(shape)
         offset = _HEADER + slot * self.slot_bytes
         root = np.frombuffer(self.map, dtype, count, offset)
         self.map[slot] = _HELD
@@ -221,7 +222,7 @@ def new_batch(count: int, shape: tuple[int, ...], dtype: str) -> tuple[np.ndarra
         tune_malloc()
     kind = np.dtype(dtype)
     full = (count, *shape)
-    nbytes = int(np.prod(full)) * kind.itemsize
+    nbytes = math.prod(full) * kind.itemsize
     free = _free_slot(nbytes)
     if free is None:
         return np.empty(full, kind), None
@@ -316,7 +317,7 @@ def _receive(
     from torch.utils.data import default_collate
 
     block = _mapped(path, owner)
-    count = int(np.prod(shape))
+    count = math.prod(shape)
     images = np.frombuffer(block.map, np.dtype(dtype), count, _HEADER + slot * slot_bytes)
     # Every tensor and view made from this one keeps it alive: the slot is
     # free again only when the last of them is collected.

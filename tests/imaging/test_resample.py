@@ -158,3 +158,24 @@ def test_a_horizontal_pass_past_its_bound_is_left_to_pillow() -> None:
                  box=(0.0, 0.0, 1.0, 1100.0), out_w=1 << 16, out_h=1, out=out) is False  # fmt: skip
     assert _call(pixels=bytes(1000 * 4), row_bytes=4, width=1, height=1000,
                  box=(0.0, 0.0, 1.0, 1000.0), out_w=1 << 16, out_h=1, out=out) is True  # fmt: skip
+
+
+@st.composite
+def axes(draw: st.DrawFn) -> tuple[int, float, float, int, int]:
+    in_size = draw(st.integers(1, 700))
+    in0 = draw(st.floats(0, in_size, allow_nan=False, width=32))
+    in1 = draw(st.floats(in0, in_size, allow_nan=False, width=32))
+    return in_size, in0, in1, draw(st.integers(1, 700)), draw(st.sampled_from(FILTERS))
+
+
+@settings(max_examples=500, deadline=None)
+@given(axes())
+def test_the_fast_weights_are_the_portable_weights(
+    axis: tuple[int, float, float, int, int],
+) -> None:
+    # The AVX-512 plan (bilinear weights eight at a time, the maximum and the
+    # rounding sixteen at a time) against the scalar loops, weight for
+    # weight: a weight one unit off would change few output bytes.
+    in_size, in0, in1, out_size, method = axis
+    fast = tensor._plan(in_size, in0, in1, out_size, int(method), True)
+    assert fast == tensor._plan(in_size, in0, in1, out_size, int(method), False)
