@@ -24,6 +24,8 @@
 Packs ``--images`` JPEGs with a 256-pixel short side; each side runs in its
 own interpreter (MXNet needs numpy<1.24); images/s counts real images (batch
 size minus pad) and is the best of ``--epochs`` epochs after a warm-up one.
+The shares of the decode-only bound come from rounds of their own (see
+``BOUND_ROUNDS``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ RECIPE_TARGET = 1.3  # with GluonCV's training augmentation (issue 17)
 FFCV_ITER_TARGET = 1.5
 FFCV_DATASET_TARGET = 1.3
 BOUND_TARGET = 0.75
+# The shares of the bound come from rounds of the bound, the iterator and the
+# DataLoader run one after the other, each side's best round kept: on a shared
+# VM one process's speed moved 2x between consecutive epochs (a batch every
+# 11 ms, then every 24 ms), so a share made of two numbers measured minutes
+# apart said more about the neighbours than about the code.
+BOUND_ROUNDS = 3
 HERE = Path(__file__).resolve().parent
 # RecordDataset's old 2x target is retired: two processes doing nothing but
 # decoding (the ceiling printed beside it) reach 1.06-1.35x the usual class.
@@ -150,7 +158,7 @@ print(json.dumps({"images_per_s": max(rates), "images": n, "label_sum": labels})
 """
 
 BOUND = r"""
-import json, math, sys, time
+import json, math, os, sys, time
 import numpy as np
 from im2rec.imaging import _jpeg
 from im2rec.imaging.jpeg import _draft_scale
@@ -158,7 +166,7 @@ from im2rec.recordio import IndexedRecordReader, unpack
 
 mode, rec, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 reader = IndexedRecordReader(rec)
-payloads = [bytes(unpack(reader[i])[1]) for i in range(min(len(reader), 1000))]
+payloads = [bytes(unpack(reader[i])[1]) for i in range(min(len(reader), 2000))]
 rng = np.random.default_rng(0)
 
 
@@ -186,14 +194,42 @@ for payload in payloads:
     region = (box[0] * sw // width, box[1] * sh // height,
               -(-box[2] * sw // width), -(-box[3] * sh // height))
     jobs.append((payload, scale, region))
-best = float("inf")
-for attempt in range(4):
-    t0 = time.process_time()
-    for payload, scale, (l, t, r, b) in jobs:
+
+
+def decode_for(mine, start, span):  # images decoded from start to start + span
+    while time.monotonic() < start:
+        pass
+    n, end = 0, start + span
+    while time.monotonic() < end:
+        payload, scale, (l, t, r, b) = mine[n % len(mine)]
         _jpeg.decode(payload, scale, l, t, r, b, False, 1 << 30)
-    if attempt:
-        best = min(best, (time.process_time() - t0) / len(jobs))
-print(json.dumps({"images_per_s": workers / best}))
+        n += 1
+    return n
+
+
+# `workers` processes decoding every image at the same time, timed by the
+# wall clock as the loaders are: what they would reach if decoding were all
+# they did. (Until 0.3 this was `workers` x one process's CPU time on the
+# first 1,000 images, which assumed perfect scaling: 1.0-1.12x this one,
+# median 1.05x, measured interleaved on the 2-vCPU Zen 4 VM.)
+SPAN = 0.5
+rates = []
+for attempt in range(4):
+    start, pids, (r, w) = time.monotonic() + 0.05, [], os.pipe()
+    for k in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, decode_for(jobs[k::workers], start, SPAN).to_bytes(8, "little"))
+            os._exit(0)
+        pids.append(pid)
+    os.close(w)
+    total = sum(int.from_bytes(os.read(r, 8), "little") for _ in pids)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    os.close(r)
+    if attempt:  # the first warms up
+        rates.append(total / SPAN)
+print(json.dumps({"images_per_s": max(rates)}))
 """
 
 DATASET = r"""
@@ -443,15 +479,39 @@ def print_dali(rows: dict[str, dict[str, Any]], workers: int) -> None:
         )
 
 
+def bound_rounds(rec: Path, workers: int, epochs: int, rounds: int) -> dict[str, Any]:
+    """The decode-only bound, ImageRecordIter and RecordDataset + Augmenter
+    in a DataLoader (the 256-px random-resized-crop work), measured in turn
+    ``rounds`` times; each one's best round (noise only ever slows a run),
+    every round kept for the record."""
+    seen: dict[str, list[float]] = {"bound": [], "iterator": [], "dataset": []}
+    dataset: dict[str, Any] = {}
+    for _ in range(rounds):
+        seen["bound"].append(
+            run(sys.executable, BOUND, "rrc", rec, workers, epochs)["images_per_s"]
+        )
+        mine = run(sys.executable, ITERATOR, "im2rec-rrc", rec, workers, epochs)
+        seen["iterator"].append(mine["images_per_s"])
+        got = run(sys.executable, DATASET, "im2rec-train", rec, workers, epochs)
+        seen["dataset"].append(got["images_per_s"])
+        if got["images_per_s"] >= dataset.get("images_per_s", 0.0):
+            dataset = got
+    return {"bound": max(seen["bound"]), "iterator": max(seen["iterator"]), "dataset": dataset,
+            "rounds": seen}  # fmt: skip
+
+
 def against_ffcv(
-    rec: Path, ffcv_python: str | None, workers: int, epochs: int, iterator: float, bound: float
+    rec: Path, ffcv_python: str | None, workers: int, epochs: int, iterator: float
 ) -> dict[str, Any]:
     """The FFCV table (issue 36): FFCV's CPU loader on its own ``.beton`` of
     the same images; ours, RecordDataset + Augmenter in a DataLoader a batch
     at a time and a sample at a time, and ImageRecordIter (measured in the
     DALI table's 256-px random-resized-crop row, the same work); each as a
-    share of the decode-only bound; and where an image's time goes."""
-    row: dict[str, Any] = {"iterator": iterator, "bound": bound}
+    share of the decode-only bound (:func:`bound_rounds`); and where an
+    image's time goes."""
+    shares = bound_rounds(rec, workers, epochs, BOUND_ROUNDS)
+    bound = shares["bound"]
+    row: dict[str, Any] = {"iterator": iterator, "bound": bound, "rounds": shares["rounds"]}
     row["dataset"] = run(sys.executable, DATASET, "im2rec-train", rec, workers, epochs)
     row["dataset_sample"] = run(sys.executable, DATASET, "im2rec-train-sample", rec, workers,
                                 epochs)["images_per_s"]  # fmt: skip
@@ -459,8 +519,8 @@ def against_ffcv(
         subprocess.run([sys.executable, str(HERE / "loader_stages.py"), str(rec)], check=True,
                        capture_output=True, text=True).stdout.splitlines()[-1]
     )  # fmt: skip
-    row["iterator_of_bound"] = iterator / bound
-    row["dataset_of_bound"] = row["dataset"]["images_per_s"] / bound
+    row["iterator_of_bound"] = shares["iterator"] / bound
+    row["dataset_of_bound"] = shares["dataset"]["images_per_s"] / bound
     if ffcv_python is None or not os.path.exists(ffcv_python):
         row["ffcv"] = None
         row["why"] = f"no FFCV interpreter at {ffcv_python} (make ffcv builds one)"
@@ -521,24 +581,32 @@ def print_ffcv(row: dict[str, Any], images: int, workers: int) -> None:
         print(f"{'FFCV Loader':44} {ffcv:7,.0f} images/s   (same images and labels: "
               f"{checks['same_images']}, centre colours within {checks['centre_mean_diff']:.1f})")  # fmt: skip
 
-    def line(label: str, rate: float, target: float | None, share: float | None) -> None:
+    def line(label: str, rate: float, target: float | None) -> None:
         text = f"{label:44} {rate:7,.0f} images/s"
         if ffcv is not None:
             want = f" (target {target}x)" if target else ""
             text += f"   {rate / ffcv:.2f}x FFCV{want}"
             if target and rate / ffcv < target:
                 text += " MISSED"
-        if share is not None:
-            text += f"   {share:.0%} of the bound (target {BOUND_TARGET:.0%})"
-            if share < BOUND_TARGET:
-                text += " MISSED"
         print(text)
 
-    line("ImageRecordIter", row["iterator"], FFCV_ITER_TARGET, row["iterator_of_bound"])
+    line("ImageRecordIter", row["iterator"], FFCV_ITER_TARGET)
     line("RecordDataset + Augmenter, DataLoader", row["dataset"]["images_per_s"],
-         FFCV_DATASET_TARGET, row["dataset_of_bound"])  # fmt: skip
-    line("  the same a sample at a time (0.2's way)", row["dataset_sample"], None, None)
-    line("decode-only bound", row["bound"], None, None)
+         FFCV_DATASET_TARGET)  # fmt: skip
+    line("  the same a sample at a time (0.2's way)", row["dataset_sample"], None)
+    rounds = row["rounds"]
+    print(f"share of the decode-only bound, the best of {len(rounds['bound'])} rounds of each "
+          f"(target {BOUND_TARGET:.0%}):")  # fmt: skip
+    for label, key, share in (
+        ("decode-only bound", "bound", None),
+        ("ImageRecordIter", "iterator", row["iterator_of_bound"]),
+        ("RecordDataset + Augmenter, DataLoader", "dataset", row["dataset_of_bound"]),
+    ):
+        seen = " ".join(f"{v:,.0f}" for v in rounds[key])
+        text = f"  {label:42} {max(rounds[key]):7,.0f} images/s   (rounds: {seen})"
+        if share is not None:
+            text += f"   {share:.0%}" + (" MISSED" if share < BOUND_TARGET else "")
+        print(text)
     stages = row["stages_ms"]
     print("where an image's time goes, ms on one core: " + ", ".join(
         f"{name} {stages[name]:.3f}" for name in ("decode", "resample", "python"))
@@ -580,8 +648,7 @@ def main() -> None:
                              "images": [theirs["images"], mine["images"]], "same_records": same}  # fmt: skip
         results["dataset"]["decode_ceiling"] = decode_ceiling(rec, args.workers)
         rrc = dali["rrc_256"]
-        ffcv = against_ffcv(rec, args.ffcv_python, args.workers, args.epochs, rrc["im2rec"],
-                            rrc["bound"])  # fmt: skip
+        ffcv = against_ffcv(rec, args.ffcv_python, args.workers, args.epochs, rrc["im2rec"])
     met = (
         results["iterator"]["ratio"] >= ITER_TARGET
         and results["recipe"]["ratio"] >= RECIPE_TARGET
