@@ -105,7 +105,7 @@ def against_peers(rec: Path, work: Path, args: argparse.Namespace) -> dict[str, 
     import logging
 
     import boto3
-    from bench_loader import export_jpegs
+    from loader_ffcv import export_jpegs
     from moto.server import ThreadedMotoServer
 
     folder = work / "jpegs"

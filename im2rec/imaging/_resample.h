@@ -98,12 +98,7 @@ static void rs_free(rs_axis *a) {
 }
 
 #ifdef RS_X86
-/* rs_plan's loops eight and sixteen weights at a time (_resample_x86.h) */
-static int rs_have_avx512_plan(void);
-static void rs_bilinear_avx512(double *kk, int *first, int *taps, int in_size, double in0,
-                               double scale, double support, double ss, int out_size, int ksize);
-static double rs_max_avx512(const double *kk, size_t n);
-static int rs_round_avx512(const double *kk, size_t n, double unit, int16_t *k);
+#include "_plan_x86.h" /* rs_plan's loops eight and sixteen weights at a time */
 #endif
 
 /* Pillow's precompute_coeffs and normalize_coeffs_8bpc (Pillow-SIMD's): in0
