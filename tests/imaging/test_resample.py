@@ -179,3 +179,16 @@ def test_the_fast_weights_are_the_portable_weights(
     in_size, in0, in1, out_size, method = axis
     fast = tensor._plan(in_size, in0, in1, out_size, int(method), True)
     assert fast == tensor._plan(in_size, in0, in1, out_size, int(method), False)
+
+
+def test_the_plan_hook_checks_its_sizes() -> None:
+    # (a test hook, but a C entry point all the same: nothing unchecked)
+    for bad in [(0, 0.0, 0.0, 8), (10, -1.0, 5.0, 8), (10, 5.0, 4.0, 8), (10, 0.0, 11.0, 8),
+                (10, float("nan"), 5.0, 8), (10, 0.0, 5.0, 0), (1 << 21, 0.0, 5.0, 8)]:  # fmt: skip
+        with pytest.raises(ValueError):
+            tensor._plan(*bad, int(R.BILINEAR), True)
+    assert tensor._plan(10, 0.0, 10.0, 8, 99, True) is None  # no such filter: Pillow's case
+    first, taps, weights, precision = tensor._plan(10, 0.0, 10.0, 5, int(R.BILINEAR), True)
+    assert len(first) == len(taps) == 5 and precision > 0
+    sums = np.frombuffer(weights, np.int16).reshape(5, -1).sum(axis=1)
+    assert np.all(np.abs(sums - (1 << precision)) <= 3)  # each row of weights sums to one
