@@ -155,11 +155,12 @@ def test_close_stops_each_worker_after_the_item_in_hand(tmp_path: Path) -> None:
     log.touch()
     ex = LocalExecutor(2, chunk=50)
     results = ex.map_ordered(_slow, [str(log)] * 400)
-    next(results)  # chunks 1 and 2 are done (they ran side by side), 3 and 4 begun
+    next(results)  # chunk 1 is done; chunk 2 ran beside it (a loaded CI machine saw it
+    # one item short of done), chunk 3 may have begun
     ex.close()
     started = len(log.read_text())
-    # Finishing the chunks in hand would start 200 items; stopping, ~102.
-    assert 100 <= started < 150, started
+    # Finishing the chunks in hand would start 200 items; stopping, about 100.
+    assert 50 <= started < 150, started
     results.close()
 
 
