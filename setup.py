@@ -28,7 +28,8 @@ setup(
             ["im2rec/imaging/_jpeg.c"],
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
-            depends=[*DEPENDS, "im2rec/imaging/_crop.h", "im2rec/imaging/_tensor_api.h"],
+            depends=[*DEPENDS, "im2rec/imaging/_crop.h", "im2rec/imaging/_batch.h",
+                     "im2rec/imaging/_tensor_api.h"],
             optional=True,
         ),
         Extension(

@@ -4,12 +4,19 @@ negative and huge numbers. ValueError or OverflowError, never a crash; a
 region the decoder accepts has the size it says. And the training crop
 (``crop_plan``, ``crop``) on the same bytes, with any output size, crop
 ranges, resize, filter and kernel level: True, None, a drawn box inside
-the image, or ValueError."""
+the image, or ValueError. And ``crop_batch``: the same bytes as a record
+(its framing and header from the input too) in a file, read at offsets
+and spans around the record's own: every sample done, or the first one
+not done named with None, a drawn box or a message; ValueError for its
+arguments."""
 
 from __future__ import annotations
 
+import os
+import struct
+
 import atheris
-from _harness import run
+from _harness import SCRATCH, run
 
 with atheris.instrument_imports():
     import numpy as np
@@ -42,6 +49,7 @@ def test_one(data: bytes) -> None:
     dtype, vector = fdp.PickValueInList([np.float32, np.uint8]), fdp.ConsumeIntInRange(0, 2)
     jpeg = fdp.ConsumeBytes(fdp.remaining_bytes())
     crop(jpeg, crop_args, dtype, limit, vector)
+    batch(jpeg, crop_args, dtype, limit)
     try:
         _jpeg.header(jpeg)
     except ValueError:
@@ -71,6 +79,52 @@ def crop(jpeg: bytes, args: tuple, dtype: type, limit: int, vector: int) -> None
         assert 0 <= x0 <= x1 <= width * 1.0001 and 0 <= y0 <= y1 <= height * 1.0001
     else:
         assert got is None or got is True
+
+
+MAGIC = 0xCED7230A
+RECORDS = os.path.join(SCRATCH, "batch.rec")
+
+
+def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
+    """``jpeg`` as a record (magic and length right or not, flag 0-2, a
+    label that is a class or not) twice in a file, read in spans that are
+    the records or shifted from them. (The choices come from the input's
+    length and the crop's options, so the corpus's JPEGs stay JPEGs.)"""
+    n = len(jpeg)
+    kind, flag, classes = n % 4, n // 4 % 3, n % 5 != 0
+    label = (0.0, 3.0, 2.5, -1.0, float("nan"), 2.0**60)[n % 6]
+    shift, extra = ((0, 0), (0, 0), (0, 0), (1, 0), (-4, 0), (0, 4), (0, -1))[n // 3 % 7]
+    body = struct.pack("<IfQQ", flag, label, 7, 0) + b"\0" * 4 * flag + jpeg
+    magic = MAGIC if kind != 1 else MAGIC ^ 1
+    length = len(body) if kind != 2 else len(body) + 4
+    cflag = (1 << 29) if kind == 3 else 0
+    record = struct.pack("<II", magic, length | cflag) + body + b"\0" * (-len(body) % 4)
+    with open(RECORDS, "wb") as f:
+        f.write(record * 2)
+    size = len(record)
+    offsets = np.array([0, size + shift], np.int64)
+    stops = np.array([size, 2 * size + extra], np.int64)
+    scaled = dtype is np.float32
+    plan = _jpeg.crop_plan(*args, [0.5] * 3 if scaled else None, [1.0] * 3 if scaled else None)
+    out = np.empty((2, args[0], args[2], args[1]), dtype)
+    labels = np.zeros(2, np.float32)
+    ids = np.zeros(2, np.uint64) if n % 2 else None
+    rng = np.random.default_rng(len(jpeg))
+    fd = os.open(RECORDS, os.O_RDONLY)
+    try:
+        done, outcome = _jpeg.crop_batch(
+            plan, fd, offsets, stops, out, rng.bit_generator, max(limit, 0), labels, ids, 0,
+            1 << 20, classes,
+        )  # fmt: skip
+    except ValueError:
+        return
+    finally:
+        os.close(fd)
+    assert 0 <= done <= 2
+    if done == 2:
+        assert outcome is None and (ids is None or ids.tolist() == [7, 7])
+    else:
+        assert outcome is None or isinstance(outcome, (str, tuple))
 
 
 if __name__ == "__main__":

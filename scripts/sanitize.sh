@@ -44,7 +44,7 @@ cd "$out"
 if [ "$mode" != "--fuzz-only" ]; then
 echo "== the native-code tests under ASan + UBSan"
 "$python" -m pytest -q -p no:cacheprovider -m "not compat" \
-	tests/imaging/test_native_safety.py tests/imaging/test_decoding.py tests/training/test_fused.py tests/training/test_crop_native.py tests/imaging/test_resample.py \
+	tests/imaging/test_native_safety.py tests/imaging/test_decoding.py tests/training/test_fused.py tests/training/test_crop_native.py tests/training/test_batch_native.py tests/imaging/test_resample.py \
 	tests/recordio/test_framing.py tests/recordio/test_chunks.py tests/formats/test_wds_import.py \
 	tests/formats/test_webdataset.py tests/recordio/test_writer.py tests/imaging/test_image_headers.py
 fi

@@ -217,27 +217,39 @@ static int with_lock(PyObject *lock, const char *how) {
     return got == NULL ? -1 : 0;
 }
 
-static PyObject *crop(PyObject *self, PyObject *args) {
-    PyObject *plan_obj, *data_obj, *out_obj, *gen_obj;
-    long long max_pixels;
-    int vector = 2;
-    if (!PyArg_ParseTuple(args, "OOOOL|i:crop", &plan_obj, &data_obj, &out_obj, &gen_obj,
-                          &max_pixels, &vector))
-        return NULL;
-    const CropPlan *p = PyCapsule_GetPointer(plan_obj, PLAN_NAME);
-    if (p == NULL) return NULL;
-    Py_buffer data, out;
-    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *bytes = data.buf;
-    const size_t n = (size_t)data.len;
+/* The generator behind a crop's draws, looked up at its first draw (so
+   that data crop declines costs no lookup) and kept for a batch. */
+typedef struct {
+    PyObject *owner;  /* the BitGenerator */
+    bitgen_t *gen;
+    PyObject *lock;
+} Bits;
+
+static int bits_ready(Bits *b) {
+    if (b->gen != NULL) return 0;
+    PyObject *capsule = PyObject_GetAttrString(b->owner, "capsule");
+    b->lock = capsule ? PyObject_GetAttrString(b->owner, "lock") : NULL;
+    if (b->lock != NULL) b->gen = PyCapsule_GetPointer(capsule, "BitGenerator");
+    Py_XDECREF(capsule);  /* (the BitGenerator keeps it, and the caller keeps that) */
+    return b->gen == NULL ? -1 : 0;
+}
+
+static void bits_done(Bits *b) {
+    Py_CLEAR(b->lock);
+    b->gen = NULL;
+}
+
+/* One sample: crop's work on n bytes at data into out (out_len bytes).
+   Returns crop's values (new references), or NULL with an exception set:
+   ValueError where the decoder failed after the draws. */
+static PyObject *crop_sample(const CropPlan *p, const unsigned char *bytes, size_t n, void *out,
+                             size_t out_len, Bits *bits, long long max_pixels, int vector) {
     /* jpeg.window's own tests, in its order: a JPEG ending in EOI, a header
        libjpeg reads, a colour space and orientation it takes, the pixel
        limit (the Python path raises that one) */
     if (n < 5 || (unsigned long long)n > ULONG_MAX || memcmp(bytes, "\xff\xd8\xff", 3) != 0 ||
-        bytes[n - 2] != 0xff || bytes[n - 1] != 0xd9) {
-        PyBuffer_Release(&data);
+        bytes[n - 2] != 0xff || bytes[n - 1] != 0xd9)
         Py_RETURN_NONE;
-    }
     Job job;
     int orientation = 0;
     job_init(&job, bytes, n);
@@ -252,51 +264,33 @@ static PyObject *crop(PyObject *self, PyObject *args) {
         orientation > 1 || width <= 0 || height <= 0 ||
         (long long)width * height > max_pixels) {
         job_end(&job);
-        PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }
     /* from here the header just read is decoded: every exit ends the job */
     /* the planes, against the plan's shape */
     const size_t item = p->normalised ? sizeof(float) : 1;
     size_t need;
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        job_end(&job);
-        PyBuffer_Release(&data);
-        return NULL;
-    }
     if (!checked_mul3((size_t)p->out_w * (size_t)p->out_h, (size_t)p->channels, item, &need) ||
-        (size_t)out.len < need || (uintptr_t)out.buf % item != 0) {
+        out_len < need || (uintptr_t)out % item != 0) {
         job_end(&job);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&data);
         PyErr_SetString(PyExc_TypeError, "crop: the output does not fit the plan");
         return NULL;
     }
-    bitgen_t *gen = NULL;
-    PyObject *capsule = PyObject_GetAttrString(gen_obj, "capsule");
-    PyObject *lock = capsule ? PyObject_GetAttrString(gen_obj, "lock") : NULL;
-    if (lock != NULL) gen = PyCapsule_GetPointer(capsule, "BitGenerator");
     Drawn d;
-    if (gen == NULL || with_lock(lock, "acquire") < 0) {
+    if (bits_ready(bits) < 0 || with_lock(bits->lock, "acquire") < 0) {
         failed = -1;
     } else {
-        draw(p, gen, width, height, &d);
-        failed = with_lock(lock, "release");
+        draw(p, bits->gen, width, height, &d);
+        failed = with_lock(bits->lock, "release");
     }
-    Py_XDECREF(capsule);
-    Py_XDECREF(lock);
     if (failed) {
         job_end(&job);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&data);
         return NULL;
     }
     Region r;
     region_of(p, width, height, &d, &r);
     if (r.right <= r.left || r.bottom <= r.top) {  /* (not met: a drawn box lies in the image) */
         job_end(&job);
-        PyBuffer_Release(&out);
-        PyBuffer_Release(&data);
         return PyErr_Format(PyExc_ValueError, "the region is outside the image");
     }
     /* A resampled crop is decoded as RGB, which libjpeg-turbo writes 3 %
@@ -335,20 +329,42 @@ static PyObject *crop(PyObject *self, PyObject *args) {
     }
     if (!failed && r.exact) {
         tensor->window(pixels, stride, bpp, (int)(r.left - x), 0, p->out_w, p->out_h, p->channels,
-                       out.buf, p->normalised ? p->k : NULL, p->mk, d.flip);
+                       out, p->normalised ? p->k : NULL, p->mk, d.flip);
         done = 1;
     } else if (!failed) {
         done = tensor->resample(pixels, stride, bpp, (int)w, (int)rows, box, p->filter,
-                                p->channels, p->out_w, p->out_h, out.buf,
+                                p->channels, p->out_w, p->out_h, out,
                                 p->normalised ? p->k : NULL, p->mk, d.flip, vector);
     }
     free(pixels);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&data);
     if (failed) return PyErr_Format(PyExc_ValueError, "%s", job.err.message);
     if (done < 0) return PyErr_NoMemory();
     if (done) Py_RETURN_TRUE;
     return Py_BuildValue("(O(dddd))", d.flip ? Py_True : Py_False, d.box[0], d.box[1], d.box[2],
                          d.box[3]);
+}
+
+static PyObject *crop(PyObject *self, PyObject *args) {
+    PyObject *plan_obj, *data_obj, *out_obj, *gen_obj;
+    long long max_pixels;
+    int vector = 2;
+    if (!PyArg_ParseTuple(args, "OOOOL|i:crop", &plan_obj, &data_obj, &out_obj, &gen_obj,
+                          &max_pixels, &vector))
+        return NULL;
+    const CropPlan *p = PyCapsule_GetPointer(plan_obj, PLAN_NAME);
+    if (p == NULL) return NULL;
+    Py_buffer data, out;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Bits bits = {gen_obj, NULL, NULL};
+    PyObject *got = crop_sample(p, data.buf, (size_t)data.len, out.buf, (size_t)out.len, &bits,
+                                max_pixels, vector);
+    bits_done(&bits);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&data);
+    return got;
 }

@@ -135,6 +135,16 @@ class RecordReader:
             self._span_misses += 1
         return self.read_at(offset)
 
+    def span_fd(self) -> int | None:
+        """The open file's descriptor where records can be read in spans as
+        :meth:`read_span` reads them, by other code (the training loaders'
+        C loop): a local file, and fewer than :data:`SPAN_MISSES` spans
+        found not to be one whole record. None otherwise."""
+        view = self._view if self._view is not None else self._ensure_open()
+        if type(view) is not FileView or self._span_misses >= SPAN_MISSES:
+            return None
+        return view.fd
+
     def read_next(self, offset: int) -> tuple[bytes | None, int]:
         """``(record, next_offset)`` for the record at ``offset``, or
         ``(None, offset)`` at the end of the file."""
@@ -329,6 +339,15 @@ class IndexedRecordReader(RecordReader):
             return self.read_span(offset, stops[position])
         except RecordFormatError as exc:
             raise type(exc)(f"{exc} [{self.index.name}: entry {position}]") from None
+
+    def span_file(self) -> tuple[int, Any, int] | None:
+        """``(fd, offsets, size)`` where records can be read as
+        :meth:`read_position` reads them, a span each, by other code
+        (:meth:`span_fd`, and offsets that rise). None otherwise."""
+        fd = self.span_fd()
+        if fd is None or self.stops is None:
+            return None
+        return fd, self._offsets, self._size
 
     def read_key(self, key: Any, *, copy: bool = True) -> bytes:
         """The record stored under ``key`` (``KeyError`` if there is none)."""

@@ -3,7 +3,8 @@
 Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s),
 :mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.vocabulary`
 (MXNet's iterator keywords, batches and part/shuffle rules),
-:mod:`.batching` (batches built by workers in shared memory), :mod:`.loading`
+:mod:`.batching` (batch slots in shared memory and their workers),
+:mod:`.filling` (one batch built by a worker), :mod:`.loading`
 (whole batches for a ``DataLoader``, moved without a copy) and
 :mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order).
 """

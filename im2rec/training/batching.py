@@ -1,13 +1,11 @@
-"""Batches assembled in shared memory: what one worker does for one batch.
+"""Batches assembled in shared memory, and the workers that fill them.
 
 The parent owns a block of shared memory cut into slots, one batch each
 (pixels, labels, record ids). A :class:`BatchJob` names a slot and the byte
-offsets of the batch's records; the worker reads each record from its own
-mapping of the ``.rec``, runs the :class:`~im2rec.training.augment.Augmenter` straight
-into the slot and returns only counts. No pixel array crosses a pipe.
-
-Each batch's random draws come from a generator seeded by ``(seed, epoch,
-batch)``, so augmentation is the same whichever worker (or how many) runs it.
+offsets of the batch's records; the worker reads each record from the
+``.rec``, runs the :class:`~im2rec.training.augment.Augmenter` straight into
+the slot (:func:`~im2rec.training.filling.fill_batch`) and returns only
+counts. No pixel array crosses a pipe.
 """
 
 from __future__ import annotations
@@ -26,11 +24,12 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ..errors import ConfigError, ImageCodecError, RecordFormatError
-from ..executors import LocalExecutor, check_stop, default_workers, fork_is_safe
-from ..recordio import RecordReader, unpack
+from ..errors import ConfigError
+from ..executors import LocalExecutor, default_workers, fork_is_safe
+from ..recordio import RecordReader
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
+from .filling import BatchJob, BatchResult, fill_batch
 from .procpool import JOB_BYTES, BatchProcesses, Ticket
 
 __all__ = [
@@ -113,94 +112,6 @@ class SlotPool:
 def _give_back(free: deque[int], lent: set[int], slot: int) -> None:
     lent.discard(slot)
     free.append(slot)
-
-
-@dataclass(frozen=True)
-class BatchJob:
-    """One batch to build: records at ``offsets`` (the first ``real`` are the
-    batch's own, the rest wrap around to fill it) into ``slot``."""
-
-    rec: str
-    offsets: np.ndarray
-    real: int
-    slot: int
-    seed: tuple[int, ...]
-    labels_from_header: bool
-    skip_corrupt: bool
-    storage_options: dict[str, Any] | None = None
-    cache: BlockCache | None = None
-    #: where each record's span ends (the next record's offset), when known:
-    #: each is then read in one pread
-    stops: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """``filled`` samples were written, ``filled_real`` of them the batch's
-    own; ``skipped`` lists ``(offset, reason)`` for records that failed."""
-
-    filled: int
-    filled_real: int
-    skipped: list[tuple[int, str]]
-
-
-def fill_batch(
-    job: BatchJob,
-    reader: RecordReader,
-    augmenter: Augmenter,
-    views: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> BatchResult:
-    """Decode the job's records into ``views``, good ones first; the slots
-    after them are zeroed so a short batch never shows stale data."""
-    data, labels, ids = views
-    rng = np.random.default_rng(job.seed)
-    write = augmenter.writer(rng)
-    filled = filled_real = 0
-    skipped: list[tuple[int, str]] = []
-    stops = job.stops.tolist() if job.stops is not None else None
-    for n, offset in enumerate(job.offsets.tolist()):
-        check_stop()  # after close(): one image, not the batch
-        try:
-            if stops is not None:
-                record = reader.read_span(offset, stops[n])
-            else:
-                record = reader.read_at(offset, copy=False)
-            header, payload = unpack(record)
-            label = _label(header.flag, header.label, labels.shape[1], job, reader.name, offset)
-            write(payload, data[filled])
-        except (ImageCodecError, RecordFormatError) as exc:
-            if not job.skip_corrupt:
-                raise type(exc)(
-                    f"{reader.name}: the record at byte {offset:,} cannot be used: {exc}; "
-                    "check the file with `rec verify`, or pass on_corrupt='skip' to skip "
-                    "such records"
-                ) from None
-            skipped.append((offset, str(exc)))
-            continue
-        labels[filled] = label
-        ids[filled] = header.id
-        filled += 1
-        filled_real += n < job.real
-    data[filled:] = 0
-    labels[filled:] = 0
-    ids[filled:] = 0
-    return BatchResult(filled, filled_real, skipped)
-
-
-def _label(
-    flag: int, label: Any, width: int, job: BatchJob, name: str, offset: int
-) -> np.ndarray | float:
-    if not job.labels_from_header:
-        return 0.0  # the parent fills labels from path_imglist
-    count = flag if flag > 0 else 1
-    if count != width:
-        # MXNet's own check, with its wording's facts (docs/format.md,
-        # "ImageRecordIter", "One record's pipeline", step 3)
-        raise ConfigError(
-            f"{name}: the record at byte {offset:,} has {count} label(s) but label_width is "
-            f"{width}; set label_width={count}, or give labels with path_imglist"
-        )
-    return label if flag > 0 else float(label)
 
 
 # -- the worker process side ---------------------------------------------------

@@ -27,14 +27,15 @@ from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
+from ..recordio.reader import SPAN_LIMIT
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
+from .augment.fused import Writer
 from .loading import Batch, collate, new_batch
 
 __all__ = ["RecordDataset"]
 
 Output = Literal["pil", "numpy", "bytes"]
-Writer = Callable[[bytes | memoryview, np.ndarray], None]
 Layout = Literal["auto", "plain", "insightface"]
 
 
@@ -165,24 +166,65 @@ class RecordDataset:
             return [self._fetch(i, None) for i in indices]
         images, home = new_batch(len(indices), augment.data_shape, augment.dtype)
         write = augment.writer(process_rng())  # (looked up once a batch, not a sample)
-        labels = [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
-        return Batch(images, labels, home)
+        return Batch(images, self._fill(indices, images, write), home)
+
+    def _fill(self, indices: Sequence[int], images: np.ndarray, write: Writer) -> list[Any]:
+        """Decode the samples at ``indices`` into ``images``; their labels.
+        Where the records can be read so (a local file of single-label
+        records, no ``target_transform``), a run of samples at a time in C
+        (:meth:`Writer.records <im2rec.training.augment.fused.Writer.records>`),
+        and each sample that loop stops at (damage, a record with several
+        labels, an image it leaves to Pillow) by :meth:`_fetch`, which
+        finishes it as the per-sample path would: the same draws, errors and
+        skips."""
+        source = None
+        if write.batched and self.layout == "plain" and self.target_transform is None:
+            source = self.reader.span_file()
+        positions = np.asarray(indices)
+        n = len(self.keys)
+        if source is None or positions.dtype.kind not in "iu" or positions.ndim != 1:
+            return [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
+        positions = np.where(positions < 0, positions + n, positions).astype(np.int64)
+        if positions.min() < 0 or positions.max() >= n:  # IndexError, at its sample
+            return [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
+        fd, offsets, size = source
+        starts = np.ascontiguousarray(offsets[positions], np.int64)
+        after = positions + 1
+        stops = np.where(after < len(offsets), offsets[np.minimum(after, len(offsets) - 1)], size)
+        stops = np.ascontiguousarray(stops, np.int64)
+        raw = np.zeros(len(positions), np.float32)
+        labels: list[Any] = []
+        j = 0
+        classes = self.labels == "class"
+        while j < len(positions):
+            upto, outcome = write.records(
+                fd, starts, stops, images, raw, None, j, SPAN_LIMIT, classes
+            )
+            # (with classes, the C loop took whole numbers only: the others
+            # stop it, and _fetch raises for them as one sample at a time)
+            done = raw[j:upto].astype(np.int64 if classes else np.float64)
+            labels += done.tolist()
+            if upto < len(positions):
+                labels.append(self._fetch(int(indices[upto]), images[upto], write, outcome)[1])
+            j = upto + 1
+        return labels
 
     #: the ``collate_fn`` to give a ``DataLoader`` over this dataset
     #: (:func:`im2rec.training.loading.collate`)
     collate = staticmethod(collate)
 
     def _fetch(
-        self, i: int, into: np.ndarray | None, write: Writer | None = None
+        self, i: int, into: np.ndarray | None, write: Writer | None = None, outcome: Any = None
     ) -> tuple[Any, Any]:
+        """Sample ``i``; ``outcome``: the C loop's word on it (:meth:`_fill`)."""
         n = len(self.keys)
         i = range(n)[i]  # IndexError past the end, as a sequence must (plain `for` loops)
         if not self.skip_corrupt:
-            return self._item(i, into, write)
+            return self._item(i, into, write, outcome)
         for step in range(n):
             position = (i + step) % n
             try:
-                return self._item(position, into, write)
+                return self._item(position, into, write, outcome if step == 0 else None)
             except ImageCodecError as exc:
                 key = self.keys[position]
                 offset = self.reader.index.offset_of(key)
@@ -192,7 +234,7 @@ class RecordDataset:
         raise ImageCodecError(f"{self.reader.name}: none of its {n} records decodes")
 
     def _item(
-        self, position: int, into: np.ndarray | None, write: Writer | None
+        self, position: int, into: np.ndarray | None, write: Writer | None, outcome: Any = None
     ) -> tuple[Any, Any]:
         """The sample at ``position``; with ``into``, the transform (an
         ``Augmenter``, through ``write``) writes the image there, as its
@@ -218,7 +260,7 @@ class RecordDataset:
                     assert isinstance(self.transform, Augmenter)
                     if write is None:
                         write = self.transform.writer(process_rng())
-                    write(image, into)
+                    write.finish(outcome, image, into)
                     image = into
                 else:
                     image = self.transform(image)

@@ -207,18 +207,11 @@ class Augmenter:
         if done is not True:
             self._rest(done, payload, out, rng)
 
-    def writer(self, rng: np.random.Generator) -> Callable[[bytes | memoryview, np.ndarray], None]:
+    def writer(self, rng: np.random.Generator) -> fused.Writer:
         """``write(payload, out)``: :meth:`write` with ``rng`` for a batch,
         what it looks up for every sample (the switches, the pixel limit)
         looked up once; the same draws in the same order."""
-        crop, rest = fused.cropper(self._native, rng), self._rest
-
-        def write(payload: bytes | memoryview, out: np.ndarray) -> None:
-            done = crop(payload, out) if crop is not None else None
-            if done is not True:
-                rest(done, payload, out, rng)
-
-        return write
+        return fused.Writer(self._native, self._rest, rng)
 
     def _rest(
         self, done: Any, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator

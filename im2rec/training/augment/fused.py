@@ -38,7 +38,7 @@ _tensor: Any = native.load("tensor")
 # (None: no region decoder; crop() is in it, using _tensor's C table)
 _jpeg: Any = native.load("jpeg") if _tensor is not None else None
 
-__all__ = ["available", "crop", "crop_plan", "write"]
+__all__ = ["Writer", "available", "codec_error", "crop", "crop_plan", "write"]
 
 
 def _ours() -> frozenset[Image.Resampling]:
@@ -120,9 +120,78 @@ def cropper(
         try:
             return native_crop(plan, payload, out, bits, limit)
         except ValueError as exc:
-            raise ImageCodecError(f"cannot decode image: {exc}") from exc
+            raise codec_error(str(exc)) from exc
 
     return crop_one
+
+
+def codec_error(why: str) -> ImageCodecError:
+    """What :func:`crop` raises when the decoder fails on a sample."""
+    return ImageCodecError(f"cannot decode image: {why}")
+
+
+#: what the rest of Augmenter.write does after :func:`crop`: (done, payload, out, rng)
+Rest = Callable[[Any, "bytes | memoryview", np.ndarray, np.random.Generator], None]
+
+
+class Writer:
+    """What :meth:`Augmenter.writer <im2rec.training.augment.Augmenter.writer>`
+    returns: ``write(payload, out)`` is ``Augmenter.write`` with one
+    generator, what it looks up for every sample looked up once; for a
+    batch read straight from the ``.rec``, :meth:`records` runs the C loop
+    over many samples and :meth:`finish` completes one it stopped at."""
+
+    __slots__ = ("_crop", "_plan", "_rest", "_rng")
+
+    def __init__(self, plan: Any, rest: Rest, rng: np.random.Generator) -> None:
+        self._crop, self._plan, self._rest, self._rng = cropper(plan, rng), plan, rest, rng
+
+    def __call__(self, payload: bytes | memoryview, out: np.ndarray) -> None:
+        done = self._crop(payload, out) if self._crop is not None else None
+        if done is not True:
+            self._rest(done, payload, out, self._rng)
+
+    @property
+    def batched(self) -> bool:
+        """Whether :meth:`records` can run (the C crop is on)."""
+        return self._crop is not None and hasattr(_jpeg, "crop_batch")
+
+    def records(
+        self,
+        fd: int,
+        offsets: np.ndarray,
+        stops: np.ndarray,
+        out: np.ndarray,
+        labels: np.ndarray,
+        ids: np.ndarray | None,
+        start: int,
+        span_limit: int,
+        classes: bool,
+    ) -> tuple[int, Any]:
+        """Samples ``start..`` of a batch read from ``fd`` (each record's
+        bytes ``offsets[j]:stops[j]``, int64) into ``out`` (the batch's
+        array), their labels into ``labels`` (float32; with ``classes``,
+        class indices only) and ids into ``ids`` (uint64, or None), the same draws as calling this
+        writer on each. ``(next, outcome)``: the first sample not done, and
+        what :meth:`finish` needs to complete it (``_jpeg.crop_batch``,
+        im2rec/imaging/_batch.h)."""
+        got: tuple[int, Any] = _jpeg.crop_batch(
+            self._plan, fd, offsets, stops, out, self._rng.bit_generator, pixel_limit(), labels,
+            ids, start, span_limit, classes,
+        )  # fmt: skip
+        return got
+
+    def finish(self, outcome: Any, payload: bytes | memoryview, out: np.ndarray) -> None:
+        """The sample :meth:`records` stopped at, as this writer would have
+        written it: ``None`` (nothing drawn) from the start; a message (the
+        decoder failed after the draws) raised as :func:`crop` raises it;
+        ``(flip, box)`` (drawn, left to Pillow) finished with those draws."""
+        if outcome is None:
+            self(payload, out)
+        elif isinstance(outcome, str):
+            raise codec_error(outcome) from ValueError(outcome)
+        else:
+            self._rest(outcome, payload, out, self._rng)
 
 
 def write(
