@@ -114,7 +114,7 @@ def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
     try:
         done, outcome = _jpeg.crop_batch(
             plan, fd, offsets, stops, out, rng.bit_generator, max(limit, 0), labels, ids, 0,
-            1 << 20, classes,
+            1 << 20, classes, n % 3 == 0,
         )  # fmt: skip
     except ValueError:
         return

@@ -239,110 +239,154 @@ static void bits_done(Bits *b) {
     b->gen = NULL;
 }
 
-/* One sample: crop's work on n bytes at data into out (out_len bytes).
-   Returns crop's values (new references), or NULL with an exception set:
-   ValueError where the decoder failed after the draws. */
-static PyObject *crop_sample(const CropPlan *p, const unsigned char *bytes, size_t n, void *out,
-                             size_t out_len, Bits *bits, long long max_pixels, int vector) {
+/* One sample between its draws and its planes: what crop_draw leaves for
+   crop_render (which needs no Python, so it can run on any thread). */
+typedef struct {
+    Job job;  /* the header read; decoding not started */
+    Drawn d;
+    Region r;
+    int gray, bpp;
+    unsigned long long limit;  /* the pixel limit, checked again by job_begin */
+    void *out;
+    /* crop_render's outcome: failed (libjpeg's or the geometry's, message
+       in job.err.message), done (1 planes written, 0 left to Pillow, -1
+       no memory) */
+    int failed, done;
+} Sample;
+
+/* crop's first half, with the GIL: the header, the checks, the draws and
+   the region. 1: declined with nothing drawn (crop's None); 0: drawn, s
+   ready for crop_render; -1: an exception set (a ValueError only after the
+   draws). The job is ended unless 0 is returned. */
+static int crop_draw(const CropPlan *p, const unsigned char *bytes, size_t n, void *out,
+                     size_t out_len, Bits *bits, long long max_pixels, Sample *s) {
     /* jpeg.window's own tests, in its order: a JPEG ending in EOI, a header
        libjpeg reads, a colour space and orientation it takes, the pixel
        limit (the Python path raises that one) */
     if (n < 5 || (unsigned long long)n > ULONG_MAX || memcmp(bytes, "\xff\xd8\xff", 3) != 0 ||
         bytes[n - 2] != 0xff || bytes[n - 1] != 0xd9)
-        Py_RETURN_NONE;
-    Job job;
+        return 1;
+    Job *job = &s->job;
     int orientation = 0;
-    job_init(&job, bytes, n);
+    job_init(job, bytes, n);
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = job_header(&job, 1);
-    if (!failed) orientation = saved_orientation(&job.cinfo);
+    failed = job_header(job, 1);
+    if (!failed) orientation = saved_orientation(&job->cinfo);
     Py_END_ALLOW_THREADS
-    const int width = (int)job.cinfo.image_width, height = (int)job.cinfo.image_height;
-    const J_COLOR_SPACE space = job.cinfo.jpeg_color_space;
+    const int width = (int)job->cinfo.image_width, height = (int)job->cinfo.image_height;
+    const J_COLOR_SPACE space = job->cinfo.jpeg_color_space;
     if (failed || !(space == JCS_GRAYSCALE || space == JCS_RGB || space == JCS_YCbCr) ||
         orientation > 1 || width <= 0 || height <= 0 ||
         (long long)width * height > max_pixels) {
-        job_end(&job);
-        Py_RETURN_NONE;
+        job_end(job);
+        return 1;
     }
-    /* from here the header just read is decoded: every exit ends the job */
     /* the planes, against the plan's shape */
     const size_t item = p->normalised ? sizeof(float) : 1;
     size_t need;
     if (!checked_mul3((size_t)p->out_w * (size_t)p->out_h, (size_t)p->channels, item, &need) ||
         out_len < need || (uintptr_t)out % item != 0) {
-        job_end(&job);
+        job_end(job);
         PyErr_SetString(PyExc_TypeError, "crop: the output does not fit the plan");
-        return NULL;
+        return -1;
     }
-    Drawn d;
     if (bits_ready(bits) < 0 || with_lock(bits->lock, "acquire") < 0) {
         failed = -1;
     } else {
-        draw(p, bits->gen, width, height, &d);
+        draw(p, bits->gen, width, height, &s->d);
         failed = with_lock(bits->lock, "release");
     }
     if (failed) {
-        job_end(&job);
-        return NULL;
+        job_end(job);
+        return -1;
     }
-    Region r;
-    region_of(p, width, height, &d, &r);
-    if (r.right <= r.left || r.bottom <= r.top) {  /* (not met: a drawn box lies in the image) */
-        job_end(&job);
-        return PyErr_Format(PyExc_ValueError, "the region is outside the image");
+    region_of(p, width, height, &s->d, &s->r);
+    if (s->r.right <= s->r.left || s->r.bottom <= s->r.top) {  /* (not met: a drawn box lies in the image) */
+        job_end(job);
+        PyErr_SetString(PyExc_ValueError, "the region is outside the image");
+        return -1;
     }
     /* A resampled crop is decoded as RGB, which libjpeg-turbo writes 3 %
        faster than RGBX (its colour conversion and upsampling), and becomes
        RGBX in the horizontal pass; a plain cut is handed on as RGBX. */
-    const int gray = p->channels == 1 || space == JCS_GRAYSCALE;
-    const int bpp = gray ? 1 : r.exact ? 4 : 3;
+    s->gray = p->channels == 1 || space == JCS_GRAYSCALE;
+    s->bpp = s->gray ? 1 : s->r.exact ? 4 : 3;
+    s->out = out;
+    s->limit = (unsigned long long)max_pixels;
+    return 0;
+}
+
+/* crop's second half: decode the region and resample it into the planes.
+   No Python and no GIL needed; ends the job. */
+static void crop_render(const CropPlan *p, Sample *s, int vector) {
+    Job *job = &s->job;
+    const Region *r = &s->r;
+    const int bpp = s->bpp;
     unsigned char *pixels = NULL;
-    JDIMENSION x = (JDIMENSION)r.left, w = (JDIMENSION)(r.right - r.left);
-    const JDIMENSION rows = (JDIMENSION)(r.bottom - r.top);
-    int done = 0;
-    Py_BEGIN_ALLOW_THREADS
-    failed = job_begin(&job, r.scale, gray, bpp == 4, (unsigned long long)max_pixels, &x, &w);
-    if (!failed && (size_t)r.bottom > job.cinfo.output_height) {
-        strcpy(job.err.message, "the region is outside the image");
+    JDIMENSION x = (JDIMENSION)r->left, w = (JDIMENSION)(r->right - r->left);
+    const JDIMENSION rows = (JDIMENSION)(r->bottom - r->top);
+    int failed = job_begin(job, r->scale, s->gray, bpp == 4, s->limit, &x, &w);
+    s->done = 0;
+    if (!failed && (size_t)r->bottom > job->cinfo.output_height) {
+        strcpy(job->err.message, "the region is outside the image");
         failed = -3;
     }
     size_t stride = (size_t)w * (size_t)bpp, total;
     if (!failed && !(checked_mul(stride, rows, &total) && (pixels = malloc(total)) != NULL)) {
-        strcpy(job.err.message, "no memory for the region");
+        strcpy(job->err.message, "no memory for the region");
         failed = -3;
     }
-    if (!failed) failed = job_rows(&job, (JDIMENSION)r.top, rows, pixels, stride);
-    job_end(&job);
-    const float box[4] = {(float)(r.fbox[0] - x), (float)(r.fbox[1] - r.top),
-                          (float)(r.fbox[2] - x), (float)(r.fbox[3] - r.top)};
+    if (!failed) failed = job_rows(job, (JDIMENSION)r->top, rows, pixels, stride);
+    job_end(job);
+    const float box[4] = {(float)(r->fbox[0] - x), (float)(r->fbox[1] - r->top),
+                          (float)(r->fbox[2] - x), (float)(r->fbox[3] - r->top)};
     /* _tensor.resample's own checks of the box and the window, which the
        Python path runs (and raises on) */
-    if (!failed && !(r.exact ? (size_t)(r.left - x) + (size_t)p->out_w <= (size_t)w &&
-                                   rows == (JDIMENSION)p->out_h
-                             : box[0] >= 0 && box[1] >= 0 && box[2] <= (float)w &&
-                                   box[3] <= (float)rows && box[2] - box[0] >= 0 &&
-                                   box[3] - box[1] >= 0)) {
-        strcpy(job.err.message, "resample: bad geometry");
+    if (!failed && !(r->exact ? (size_t)(r->left - x) + (size_t)p->out_w <= (size_t)w &&
+                                    rows == (JDIMENSION)p->out_h
+                              : box[0] >= 0 && box[1] >= 0 && box[2] <= (float)w &&
+                                    box[3] <= (float)rows && box[2] - box[0] >= 0 &&
+                                    box[3] - box[1] >= 0)) {
+        strcpy(job->err.message, "resample: bad geometry");
         failed = -3;
     }
-    if (!failed && r.exact) {
-        tensor->window(pixels, stride, bpp, (int)(r.left - x), 0, p->out_w, p->out_h, p->channels,
-                       out, p->normalised ? p->k : NULL, p->mk, d.flip);
-        done = 1;
+    if (!failed && r->exact) {
+        tensor->window(pixels, stride, bpp, (int)(r->left - x), 0, p->out_w, p->out_h,
+                       p->channels, s->out, p->normalised ? p->k : NULL, p->mk, s->d.flip);
+        s->done = 1;
     } else if (!failed) {
-        done = tensor->resample(pixels, stride, bpp, (int)w, (int)rows, box, p->filter,
-                                p->channels, p->out_w, p->out_h, out,
-                                p->normalised ? p->k : NULL, p->mk, d.flip, vector);
+        s->done = tensor->resample(pixels, stride, bpp, (int)w, (int)rows, box, p->filter,
+                                   p->channels, p->out_w, p->out_h, s->out,
+                                   p->normalised ? p->k : NULL, p->mk, s->d.flip, vector);
     }
     free(pixels);
+    s->failed = failed;
+}
+
+/* crop's value for a rendered sample (a new reference), or NULL with the
+   exception set: ValueError where the decoder failed. */
+static PyObject *crop_result(const Sample *s) {
+    if (s->failed) return PyErr_Format(PyExc_ValueError, "%s", s->job.err.message);
+    if (s->done < 0) return PyErr_NoMemory();
+    if (s->done) Py_RETURN_TRUE;
+    const double *b = s->d.box;
+    return Py_BuildValue("(O(dddd))", s->d.flip ? Py_True : Py_False, b[0], b[1], b[2], b[3]);
+}
+
+/* One sample: crop's work on n bytes at data into out (out_len bytes).
+   Returns crop's values (new references), or NULL with an exception set:
+   ValueError where the decoder failed after the draws. */
+static PyObject *crop_sample(const CropPlan *p, const unsigned char *bytes, size_t n, void *out,
+                             size_t out_len, Bits *bits, long long max_pixels, int vector) {
+    Sample s;
+    const int drawn = crop_draw(p, bytes, n, out, out_len, bits, max_pixels, &s);
+    if (drawn == 1) Py_RETURN_NONE;
+    if (drawn < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    crop_render(p, &s, vector);
     Py_END_ALLOW_THREADS
-    if (failed) return PyErr_Format(PyExc_ValueError, "%s", job.err.message);
-    if (done < 0) return PyErr_NoMemory();
-    if (done) Py_RETURN_TRUE;
-    return Py_BuildValue("(O(dddd))", d.flip ? Py_True : Py_False, d.box[0], d.box[1], d.box[2],
-                         d.box[3]);
+    return crop_result(&s);
 }
 
 static PyObject *crop(PyObject *self, PyObject *args) {

@@ -22,6 +22,7 @@ part of the general path: with it, this path is about twice as fast
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -175,10 +176,19 @@ class Writer:
         writer on each. ``(next, outcome)``: the first sample not done, and
         what :meth:`finish` needs to complete it (``_jpeg.crop_batch``,
         im2rec/imaging/_batch.h)."""
-        got: tuple[int, Any] = _jpeg.crop_batch(
-            self._plan, fd, offsets, stops, out, self._rng.bit_generator, pixel_limit(), labels,
+        bits = self._rng.bit_generator
+        run = functools.partial(
+            _jpeg.crop_batch, self._plan, fd, offsets, stops, out, bits, pixel_limit(), labels,
             ids, start, span_limit, classes,
         )  # fmt: skip
+        # Drawn together, decoded by this thread and the idle-time helper;
+        # where a sample stops that run with others drawn after it, the
+        # generator is put back and the samples are taken one by one.
+        saved = bits.state
+        got: tuple[int, Any] = run(True)
+        if got[1] is Ellipsis:
+            bits.state = saved
+            got = run(False)
         return got
 
     def finish(self, outcome: Any, payload: bytes | memoryview, out: np.ndarray) -> None:
