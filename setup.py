@@ -29,7 +29,7 @@ setup(
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
             depends=[*DEPENDS, "im2rec/imaging/_crop.h", "im2rec/imaging/_batch.h",
-                     "im2rec/imaging/_helper.h",
+                     "im2rec/imaging/_helper.h", "im2rec/imaging/_draw.h",
                      "im2rec/imaging/_tensor_api.h"],
             optional=True,
         ),

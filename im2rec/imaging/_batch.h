@@ -12,7 +12,7 @@
  * index); store that label in labels[j] (float32) and its id in ids[j]
  * (uint64; ids may be None) and run crop's work on its image into the j-th
  * sample of out. It is RecordDataset.__getitems__'s loop (and
- * ImageRecordIter's workers', batching.fill_batch) without the Python between the samples
+ * ImageRecordIter's workers', filling.fill_batch) without the Python between the samples
  * (reading, unpacking, the call): 9.7 us of a sample's 0.33 ms on the
  * 2-core VM (docs/performance.md, "The batch in C"). The draws are crop's, in the
  * same order, so the planes and the generator's state are the per-sample
@@ -31,13 +31,13 @@
  * (count, None) when every sample is done. Every size is checked before it
  * is used; a span longer than span_limit is not read here.
  *
- * With together, every sample is drawn first, in order, and then they are
- * decoded and resampled by this thread and the process's idle-time helper
- * (_helper.h). A sample that does not finish then has others drawn after
- * it, which the sample-at-a-time path would not have drawn yet: the answer
- * is then (j, Ellipsis), and the caller puts the generator back as it was
- * before the call and calls again without together, which stops where the
- * sample-at-a-time path would.
+ * With together, the samples are drawn in order a run of TOGETHER at a
+ * time, and each run is then decoded and resampled by this thread and the
+ * process's idle-time helper (_helper.h). A sample that does not finish
+ * may then have others drawn after it, which the sample-at-a-time path
+ * would not have drawn yet: the answer is then (j, Ellipsis), and the
+ * caller puts the generator back as it was before the call and calls again
+ * without together, which stops where the sample-at-a-time path would.
  */
 #include <errno.h>
 #include <unistd.h>
@@ -154,8 +154,7 @@ static int64_t item64(const void *array, size_t j) {  /* (any alignment) */
 
 /* Samples drawn together, then decoded by this thread and the helper: a
    run this long at a time, so that the records read for the draws are
-   still in cache when they are decoded (all of a batch of 64 drawn first
-   cost 2.6 % more CPU a sample than one at a time; docs/performance.md). */
+   still in cache when they are decoded (docs/performance.md, "Idle CPUs"). */
 #define TOGETHER 8
 
 /* crop_batch with together: (next, outcome) as a new reference, or NULL. */
@@ -279,30 +278,11 @@ static PyObject *crop_batch(PyObject *self, PyObject *args) {
         goto done;
     }
     for (; j < count; j++) {
-        int64_t at, stop;
-        memcpy(&at, (const char *)offsets.buf + j * sizeof at, sizeof at);
-        memcpy(&stop, (const char *)stops.buf + j * sizeof stop, sizeof stop);
-        /* (stop - at is computed only once both are known to be in order) */
-        if (at < 0 || stop < at || stop - at < RECORD_HEAD + IR_HEADER || stop - at > span_limit)
-            break;
-        const size_t size = (size_t)(stop - at);
-        if (size > held) {
-            unsigned char *bigger = realloc(buf, size);
-            if (bigger == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            buf = bigger, held = size;
-        }
-        int failed;
-        Py_BEGIN_ALLOW_THREADS
-        failed = read_exactly(fd, (long long)at, buf, size);
-        Py_END_ALLOW_THREADS
         size_t n = 0;
         float label;
         uint64_t id;
-        const unsigned char *image =
-            failed ? NULL : record_image(buf, size, classes, &n, &label, &id);
+        const unsigned char *image = read_image(fd, item64(offsets.buf, j), item64(stops.buf, j),
+                                                span_limit, classes, &buf, &held, &n, &label, &id);
         if (image == NULL) break;
         PyObject *got = crop_sample(p, image, n, (char *)out.buf + j * share, share, &bits,
                                     max_pixels, vector);
@@ -312,19 +292,9 @@ static PyObject *crop_batch(PyObject *self, PyObject *args) {
             if (ids.obj != NULL) memcpy((char *)ids.buf + j * sizeof id, &id, sizeof id);
             continue;
         }
-        if (got != NULL) {  /* None or (flip, box): the caller goes on from here */
-            outcome = got;
-        } else if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-            PyObject *type, *value, *trace;
-            PyErr_Fetch(&type, &value, &trace);
-            outcome = value != NULL ? PyObject_Str(value) : PyUnicode_FromString("");
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(trace);
-            if (outcome == NULL) goto done;
-        } else {
-            goto done;  /* another error (memory, the output's size): raised */
-        }
+        /* None or (flip, box), or the decoder's message: the caller goes on
+           from here; another error (memory, the output's size) is raised */
+        if ((outcome = got != NULL ? got : value_error_message()) == NULL) goto done;
         break;
     }
     result = Py_BuildValue("(nO)", (Py_ssize_t)j, outcome != NULL ? outcome : Py_None);

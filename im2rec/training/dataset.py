@@ -177,21 +177,18 @@ class RecordDataset:
         labels, an image it leaves to Pillow) by :meth:`_fetch`, which
         finishes it as the per-sample path would: the same draws, errors and
         skips."""
-        source = None
-        if write.batched and self.layout == "plain" and self.target_transform is None:
-            source = self.reader.span_file()
         positions = np.asarray(indices)
         n = len(self.keys)
-        if source is None or positions.dtype.kind not in "iu" or positions.ndim != 1:
+        native = write.batched and self.layout == "plain" and self.target_transform is None
+        native = native and positions.dtype.kind in "iu" and positions.ndim == 1
+        if native:
+            positions = np.where(positions < 0, positions + n, positions).astype(np.int64)
+            # (an index out of range: the per-sample path raises IndexError at its sample)
+            native = positions.min() >= 0 and positions.max() < n
+        source = self.reader.spans(positions) if native else None
+        if source is None:
             return [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
-        positions = np.where(positions < 0, positions + n, positions).astype(np.int64)
-        if positions.min() < 0 or positions.max() >= n:  # IndexError, at its sample
-            return [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
-        fd, offsets, size = source
-        starts = np.ascontiguousarray(offsets[positions], np.int64)
-        after = positions + 1
-        stops = np.where(after < len(offsets), offsets[np.minimum(after, len(offsets) - 1)], size)
-        stops = np.ascontiguousarray(stops, np.int64)
+        fd, starts, stops = source
         raw = np.zeros(len(positions), np.float32)
         labels: list[Any] = []
         j = 0

@@ -181,6 +181,8 @@ class Writer:
             _jpeg.crop_batch, self._plan, fd, offsets, stops, out, bits, pixel_limit(), labels,
             ids, start, span_limit, classes,
         )  # fmt: skip
+        if not _jpeg._helper():  # (IM2REC_HELPER=0, not Linux): one by one
+            return run(False)  # type: ignore[no-any-return]
         # Drawn together, decoded by this thread and the idle-time helper;
         # where a sample stops that run with others drawn after it, the
         # generator is put back and the samples are taken one by one.
