@@ -86,12 +86,49 @@ class SlotPool:
     the slot until its array is garbage-collected, whoever holds it (a
     training step, a torch tensor made from it). At most ``lendable`` slots
     are lent at once, so the workers always have slots to fill; past that,
-    batches are copies (a caller keeping many batches in a list)."""
+    batches are copies (a caller keeping many batches in a list), made into
+    buffers that come back the same way (:meth:`copy`)."""
+
+    #: copy buffers kept for reuse once their batches are collected
+    SPARE = 2
 
     def __init__(self, slots: int, lendable: int) -> None:
         self.free: deque[int] = deque(range(slots))
         self.lendable = max(0, lendable)
         self._lent: set[int] = set()
+        self._spare: list[bytearray] = []
+        self._keep = [self.SPARE]  # (0 once closed: copies collected later are let go)
+        #: copy buffers allocated so far (the rest were reused)
+        self.copy_buffers = 0
+
+    def close(self) -> None:
+        """Let the spare copy buffers go (the iterator is closed)."""
+        self._keep[0] = 0
+        self._spare.clear()
+
+    def copy(self, data: np.ndarray) -> np.ndarray:
+        """``data`` copied into a buffer of its own. A loop that still holds
+        as many batches as the pool lends when it asks for the next (a
+        prefetcher keeping two) gets every other batch as a copy: into fresh
+        memory, each was 38 MB of pages the kernel zeroed and mapped in the
+        training process (measured on 2 vCPUs: it took 32-38 % of a core,
+        and the iterator gave 3,460-3,719 images/s); into a buffer given
+        back when its copy is collected, it is only the copy (15 % of a
+        core, 4,513-5,036 images/s)."""
+        spare = self._spare
+        try:  # (a finaliser may append from another thread: pop, not test then pop)
+            buf = spare.pop()
+        except IndexError:
+            buf = None
+        if buf is None or len(buf) != data.nbytes:  # (every batch has one size)
+            buf = bytearray(data.nbytes)
+            self.copy_buffers += 1
+        flat = np.frombuffer(buf, data.dtype)
+        out = flat.reshape(data.shape)
+        np.copyto(out, data)
+        # (views of out point at flat, which holds buf: see lend)
+        weakref.finalize(flat, _keep_spare, spare, buf, self._keep)
+        return out
 
     def lend(self, data: np.ndarray, slot: int) -> bool:
         """Lend ``slot`` to ``data`` (a view of it) if the pool allows."""
@@ -112,6 +149,11 @@ class SlotPool:
 def _give_back(free: deque[int], lent: set[int], slot: int) -> None:
     lent.discard(slot)
     free.append(slot)
+
+
+def _keep_spare(spare: list[bytearray], buf: bytearray, keep: list[int]) -> None:
+    if len(spare) < keep[0]:
+        spare.append(buf)
 
 
 # -- the worker process side ---------------------------------------------------

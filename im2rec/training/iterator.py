@@ -259,7 +259,7 @@ class ImageRecordIter:
         view, labels, ids = got.views
         labels, ids = labels.copy(), ids.copy()
         lent = self._workers.slots.lend(view, got.slot)
-        data = view if lent else view.copy()
+        data = view if lent else self._workers.slots.copy(view)
         del got, view
         self.skipped.extend(result.skipped)
         if self._labels is not None:
@@ -343,6 +343,7 @@ class ImageRecordIter:
         iterator is garbage-collected)."""
         self._pending.clear()
         self._ahead = None
+        self._workers.slots.close()
         self._workers.finalizer()
 
     def __enter__(self) -> ImageRecordIter:
