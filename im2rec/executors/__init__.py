@@ -1,0 +1,47 @@
+"""Where per-item work runs: inline, in a thread pool, or in a process pool.
+
+``map_ordered`` yields results in input order with at most a few tasks per
+worker in flight, so memory stays bounded however fast the workers are.
+Threads suit I/O (``--pass-through`` reads files; the GIL is released while
+they wait) and Pillow, which releases the GIL while it decodes, resizes and
+encodes; processes suit the rest of the per-image Python work on many cores.
+Process workers ignore SIGINT: Ctrl-C is handled once, by the parent. A
+worker that dies (out of memory, a crashing decoder) raises
+:class:`WorkerCrashed` instead of hanging.
+
+Stopping is asked, not forced: :meth:`LocalExecutor.close` signals each
+worker to stop after the item in hand. Killing one instead could cut a
+result off half-way through the pipe, and the pool's reader thread would
+then wait forever for the rest of it (a Ctrl-C that never returns). A
+worker killed from outside (the OOM killer, ``kill -9``) can do just that,
+and the pool never notices; a watchdog thread per process pool does
+(:func:`~im2rec.executors.broken.watch_pool`).
+
+Its modules: :mod:`~im2rec.executors.local` (``LocalExecutor``),
+:mod:`~im2rec.executors.worker` (a worker process's side: setup, stopping,
+malloc), :mod:`~im2rec.executors.broken` (pools whose worker died).
+"""
+
+from .local import WORKER_DIED, LocalExecutor, WorkerCrashed
+from .worker import (
+    Stopped,
+    ask_to_stop,
+    check_stop,
+    default_workers,
+    fork_is_safe,
+    init_worker,
+    tune_malloc,
+)
+
+__all__ = [
+    "WORKER_DIED",
+    "LocalExecutor",
+    "Stopped",
+    "WorkerCrashed",
+    "ask_to_stop",
+    "check_stop",
+    "default_workers",
+    "fork_is_safe",
+    "init_worker",
+    "tune_malloc",
+]

@@ -1,0 +1,171 @@
+"""Process pools whose worker died: CPython's ``ProcessPoolExecutor`` can
+hang or misbehave there in ways its callers cannot fix, and this module
+works around each one, where it is seen, with the reason.
+
+- :func:`watch_pool`: a worker killed half-way through sending a result
+  leaves the pool waiting for ever; a watchdog thread ends such a pool.
+- :func:`unblock_broken`, :func:`shutdown`: Python 3.10's broken pool
+  hangs its manager thread, its shutdown and the interpreter's exit.
+- :func:`_settle_broken_pools`: at the interpreter's exit, CPython wakes
+  a broken pool's manager thread while that thread closes the pipe it is
+  woken through (an ``OSError`` printed at exit).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures.process  # noqa: F401  (its exit hook first: see the end)
+import contextlib
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any
+
+__all__ = ["shutdown", "track", "unblock_broken", "watch_pool"]
+
+
+def _inside(pool: Executor) -> bool:
+    """Whether this thread is one of ``pool``'s own: an owner's finaliser can
+    run there (the garbage collector runs on any thread), and a pool cannot
+    wait for the thread it is called on (``cannot join current thread``)."""
+    me = threading.current_thread()
+    return me is getattr(pool, "_executor_manager_thread", None) or me in getattr(
+        pool, "_threads", ()
+    )
+
+
+def unblock_broken(pool: Executor, queue: Any = None) -> None:
+    """Once a worker process is killed, Python 3.10's ProcessPoolExecutor can
+    hang for ever: its call queue's feeder thread stays blocked writing to a
+    pipe that nobody reads any more, and the pool's manager thread (which
+    shutting down, and the interpreter's exit, wait for) joins that thread.
+    Python 3.11 closes the pipe's read end in the broken pool (CPython
+    gh-94777); this does the same on 3.10, so the blocked write fails and
+    everything ends. This process never reads the call queue (only the
+    workers do, through their own copies), so closing its end takes nothing
+    from a worker still alive. ``queue``: the pool's call queue, for a pool
+    that has already dropped it (``shutdown(wait=False)``)."""
+    if sys.version_info >= (3, 11) or not getattr(pool, "_broken", False):
+        return
+    queue = queue if queue is not None else getattr(pool, "_call_queue", None)
+    reader = getattr(queue, "_reader", None)
+    if reader is not None:
+        with contextlib.suppress(OSError):
+            reader.close()
+
+
+def shutdown(pool: Executor) -> None:
+    """``pool.shutdown(cancel_futures=True)``, waiting for it unless called
+    from one of the pool's own threads. On Python 3.10 a process pool may
+    break while it shuts down (a worker that died just before, or one this
+    shutdown stopped): the wait then unblocks it instead of waiting for ever."""
+    wait = not _inside(pool)
+    if sys.version_info >= (3, 11) or not wait or not isinstance(pool, ProcessPoolExecutor):
+        pool.shutdown(wait=wait, cancel_futures=True)
+        return
+    manager = getattr(pool, "_executor_manager_thread", None)
+    queue = getattr(pool, "_call_queue", None)
+    results = getattr(pool, "_result_queue", None)
+    pool.shutdown(wait=False, cancel_futures=True)  # flags the manager; drops its queues
+    while manager is not None and manager.is_alive():
+        unblock_broken(pool, queue)
+        manager.join(0.1)
+    if results is not None:
+        results.close()  # what shutdown(wait=True) does once the manager has ended
+
+
+#: how long the pool's own manager gets to notice a dead worker before the
+#: watchdog ends the pool (it notices within milliseconds when it is not stuck)
+_GRACE = 2.0
+
+
+def watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
+    """Ends a pool whose worker died while the pool cannot tell.
+
+    A worker killed while it sends a result (it holds the result pipe's
+    lock and has written part of a message) leaves the pool's manager
+    thread reading the rest of that message for ever, and the other
+    workers waiting for the lock: nothing is ever marked broken, and the
+    caller waits on its futures for ever (seen as ``rec pack`` hanging
+    after one worker was SIGKILLed, about 1 run in 5 on a busy machine).
+    When a worker has been dead for :data:`_GRACE` seconds and the pool is
+    still not broken, the other workers are killed and this process's end
+    of the result pipe is closed: the manager thread's read then ends, and
+    the pool fails every pending future with BrokenProcessPool as usual.
+    """
+    while not done.wait(0.25):
+        if getattr(pool, "_broken", False):
+            unblock_broken(pool)  # also when nobody closes it before the interpreter exits
+            return
+        if getattr(pool, "_shutdown_thread", False):
+            return
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        if not any(proc.exitcode is not None for proc in workers):
+            continue
+        if done.wait(_GRACE):
+            return
+        if getattr(pool, "_broken", False):
+            continue  # noticed in time: the next pass unblocks it
+        for proc in workers:
+            if proc.exitcode is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
+        # and watch on: the manager now marks the pool broken, which on
+        # Python 3.10 then needs unblocking
+
+
+#: the process pools LocalExecutor made, for _settle_broken_pools
+_pools: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
+
+#: how long the interpreter's exit waits for a broken pool's manager thread:
+#: the watchdog's grace (a pool that could not tell a worker died) and then
+#: the manager's own cleanup, which takes milliseconds
+_EXIT_WAIT = _GRACE + 3.0
+
+
+def track(pool: ProcessPoolExecutor) -> None:
+    """Look after ``pool`` at the interpreter's exit (:func:`_settle_broken_pools`)."""
+    _pools.add(pool)
+
+
+def _settle_broken_pools() -> None:
+    """At the interpreter's exit, before ``concurrent.futures``' own hook:
+    let each broken pool's manager thread (or one whose worker died and
+    that is about to break) finish its cleanup, for at most
+    :data:`_EXIT_WAIT` seconds in all.
+
+    CPython's hook (``process._python_exit``, 3.10 to 3.13) wakes every
+    pool's manager thread without the pool's shutdown lock, while a broken
+    pool's manager thread closes that wake-up pipe, under the lock, as it
+    cleans up: the check that the pipe is open and the write can straddle
+    the close, and the exit printed ``Exception ignored ... OSError: [Errno
+    9] Bad file descriptor`` (once in the suite, on 3.11, after a test that
+    kills workers). A manager thread that has ended has closed its pipe,
+    and the wake-up then writes nothing. Healthy pools are left alone:
+    their manager threads end only once woken."""
+    deadline = time.monotonic() + _EXIT_WAIT
+    for pool in list(_pools):
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is None or manager is threading.current_thread() or not manager.is_alive():
+            continue
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        if not getattr(pool, "_broken", False) and all(p.exitcode is None for p in workers):
+            continue
+        while manager.is_alive() and (left := deadline - time.monotonic()) > 0:
+            unblock_broken(pool)  # Python 3.10: its feeder thread may hold the manager up
+            manager.join(min(0.1, left))
+
+
+# threading runs its exit hooks newest first, and concurrent.futures.process
+# (imported above) has registered its own: this one runs before it.
+_register_atexit: Callable[[Callable[[], None]], None] | None = getattr(
+    threading, "_register_atexit", None
+)
+if _register_atexit is not None:
+    _register_atexit(_settle_broken_pools)

@@ -1,0 +1,153 @@
+"""The worker process's side: how many workers, whether they can be forked,
+their setup (:func:`init_worker`), asking them to stop between items, and
+keeping image-sized buffers on their heap (:func:`tune_malloc`)."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "Stopped",
+    "ask_to_stop",
+    "check_stop",
+    "default_workers",
+    "fork_is_safe",
+    "init_worker",
+    "run_chunk",
+    "tune_malloc",
+]
+
+
+def default_workers() -> int:
+    """Usable CPUs (respecting affinity limits where Python sees them)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def fork_is_safe() -> bool:
+    """Whether worker processes can be forked from this one: Linux, and no
+    other thread that could hold a lock the child needs. The threads of our
+    own pools (a process pool's manager and queue feeder, our thread
+    workers) only wait on their own queues, which a new child never uses."""
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    main = threading.main_thread()
+    return all(t is main or _is_pool_thread(t) for t in threading.enumerate())
+
+
+def _is_pool_thread(thread: threading.Thread) -> bool:
+    kind = type(thread).__name__
+    return (
+        thread.name.startswith(("im2rec", "QueueFeederThread")) or kind == "_ExecutorManagerThread"
+    )
+
+
+def _parent_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:  # a killed, unreaped parent is a zombie
+            return not any(line.startswith("State:") and "Z" in line for line in f)
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _watch_parent(pid: int) -> None:
+    while _parent_alive(pid):
+        time.sleep(0.5)
+    os._exit(1)  # the parent was killed (kill -9): do not linger as an orphan
+
+
+class Stopped(Exception):
+    """Raised in a worker asked to stop; nobody waits for its result."""
+
+
+_STOP = getattr(signal, "SIGUSR1", None)  # None on Windows: workers are terminated
+_stop_asked = False
+
+
+def _ask_stop(_signum: int, _frame: object) -> None:
+    global _stop_asked
+    _stop_asked = True
+
+
+_MALLOC_TUNED = False
+
+
+def tune_malloc() -> None:
+    """Keep image-sized buffers on this process's heap (glibc; elsewhere
+    nothing): for worker processes that decode image after image.
+
+    glibc serves a block over its mmap threshold (128 KiB at start, raised
+    by some frees, frozen by others and by ``MALLOC_TRIM_THRESHOLD_``, which
+    Dask's nanny sets) with a fresh ``mmap``, and gives freed heap above its
+    trim threshold back to the kernel; either way the next image's buffers
+    (a 224x224 RGBX resize is 200 kB) fault their pages in again. Measured:
+    ImageRecordIter's workers spent 0.40 ms an image on a 224-px
+    random-resized crop without this and 0.31 ms with it, and Dask's
+    packing ran 1.5x slower. Blocks up to 32 MiB then come from the heap,
+    and up to 64 MiB of freed heap is kept. Inherited by forked children.
+    """
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED or not sys.platform.startswith("linux"):
+        return
+    _MALLOC_TUNED = True
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to tune
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's <malloc.h>
+    mallopt(m_mmap_threshold, 32 << 20)
+    mallopt(m_trim_threshold, 64 << 20)
+
+
+def init_worker(parent: int) -> None:
+    """Process workers: Ctrl-C is the parent's to handle, ``_STOP`` ends the
+    work at the next item, and a worker exits by itself when the parent dies
+    without shutting the pool down. Their heap keeps image-sized buffers
+    (:func:`tune_malloc`)."""
+    tune_malloc()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the CLI's handler a fork inherits
+    if _STOP is not None:
+        signal.signal(_STOP, _ask_stop)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def ask_to_stop(pid: int) -> None:
+    """Ask worker process ``pid`` (set up by :func:`init_worker`) to stop at
+    its next :func:`check_stop`; where there is no such signal, end it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, _STOP if _STOP is not None else signal.SIGTERM)
+
+
+def check_stop() -> None:
+    """Raise :class:`Stopped` in a worker that :meth:`LocalExecutor.close`
+    asked to stop: long tasks call it between items (an image, not a whole
+    batch, is then all that Ctrl-C waits for). Elsewhere, nothing."""
+    if _stop_asked:
+        raise Stopped
+
+
+def run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
+    results = []
+    for item in chunk:
+        check_stop()
+        results.append(fn(item))
+    return results
