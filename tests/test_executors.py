@@ -148,9 +148,10 @@ def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str) -> None
 # thread is closing (check, then write: an OSError printed at exit, seen once
 # on 3.11). The cleanup is slowed here, so that it is still under way when
 # the interpreter exits; a probe registered before im2rec's own hook runs
-# after it, just before CPython's, and says whether the thread is done.
+# after it, just before CPython's, and says whether the thread is done
+# (with the pool still referenced, or already collected).
 _EXIT_DURING_CLEANUP = """
-import os, signal, threading, time
+import gc, os, signal, sys, threading, time
 import concurrent.futures.process as cfp
 
 clean_up = cfp._ExecutorManagerThread.join_executor_internals
@@ -160,8 +161,8 @@ def slow_clean_up(self):
 cfp._ExecutorManagerThread.join_executor_internals = slow_clean_up
 
 def probe():
-    manager = pool._executor_manager_thread
-    print("manager", "running" if manager is not None and manager.is_alive() else "done")
+    running = [t for t in cfp._threads_wakeups if t.is_alive()]
+    print("manager", "running" if running else "done")
 threading._register_atexit(probe)
 
 from im2rec.executors import LocalExecutor
@@ -180,18 +181,45 @@ if __name__ == "__main__":
         futures[0].result(timeout=30)
     except Exception as exc:
         print(type(exc).__name__)
+    if sys.argv[1] == "drop":  # the pool collected before the exit
+        del ex, pool, futures
+        gc.collect()
 """
 
 
-def test_the_exit_waits_for_a_broken_pools_cleanup() -> None:
+@pytest.mark.parametrize("pool", ["keep", "drop"])
+def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     run = subprocess.run(
-        [sys.executable, "-c", _EXIT_DURING_CLEANUP],
+        [sys.executable, "-c", _EXIT_DURING_CLEANUP, pool],
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.split() == ["BrokenProcessPool", "manager", "done"], run.stdout + run.stderr
     assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+_HEALTHY_POOL_LEFT_OPEN = """
+from im2rec.executors import LocalExecutor
+
+if __name__ == "__main__":
+    ex = LocalExecutor(2)
+    print(ex.submit(len, b"abc").result())  # and the pool is left to the exit
+"""
+
+
+def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
+    """The exit waits for ending pools only: a healthy one is woken and
+    shut down by CPython's own hook at once."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    begun = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-c", _HEALTHY_POOL_LEFT_OPEN],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    took = time.monotonic() - begun
+    assert run.returncode == 0 and run.stdout.split()[0] == "3", run.stdout + run.stderr
+    assert took < 4.0, f"the exit took {took:.1f} s (the ending pools' wait is 5 s)"
 
 
 def _slow(path: str) -> None:

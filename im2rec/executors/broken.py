@@ -6,7 +6,7 @@ works around each one, where it is seen, with the reason.
   leaves the pool waiting for ever; a watchdog thread ends such a pool.
 - :func:`unblock_broken`, :func:`shutdown`: Python 3.10's broken pool
   hangs its manager thread, its shutdown and the interpreter's exit.
-- :func:`_settle_broken_pools`: at the interpreter's exit, CPython wakes
+- :func:`_settle_ending_pools`: at the interpreter's exit, CPython wakes
   a broken pool's manager thread while that thread closes the pipe it is
   woken through (an ``OSError`` printed at exit).
 """
@@ -18,12 +18,11 @@ import contextlib
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["shutdown", "track", "unblock_broken", "watch_pool"]
+__all__ = ["shutdown", "unblock_broken", "watch_pool"]
 
 
 def _inside(pool: Executor) -> bool:
@@ -120,45 +119,49 @@ def watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
         # Python 3.10 then needs unblocking
 
 
-#: the process pools LocalExecutor made, for _settle_broken_pools
-_pools: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
-
-#: how long the interpreter's exit waits for a broken pool's manager thread:
+#: how long the interpreter's exit waits for pools' manager threads to end:
 #: the watchdog's grace (a pool that could not tell a worker died) and then
 #: the manager's own cleanup, which takes milliseconds
 _EXIT_WAIT = _GRACE + 3.0
 
 
-def track(pool: ProcessPoolExecutor) -> None:
-    """Look after ``pool`` at the interpreter's exit (:func:`_settle_broken_pools`)."""
-    _pools.add(pool)
+def _ending(manager: threading.Thread) -> bool:
+    """Whether a pool's manager thread is on its way out by itself: its pool
+    is broken, was shut down without waiting or garbage-collected, or has a
+    dead worker (which breaks it). A healthy pool's waits to be woken."""
+    reference = getattr(manager, "executor_reference", None)
+    pool = reference() if callable(reference) else None
+    if pool is None or getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
+        return True
+    workers = list((getattr(manager, "processes", None) or {}).values())
+    return any(proc.exitcode is not None for proc in workers)
 
 
-def _settle_broken_pools() -> None:
-    """At the interpreter's exit, before ``concurrent.futures``' own hook:
-    let each broken pool's manager thread (or one whose worker died and
-    that is about to break) finish its cleanup, for at most
-    :data:`_EXIT_WAIT` seconds in all.
+def _settle_ending_pools() -> None:
+    """At the interpreter's exit, just before ``concurrent.futures``' own
+    hook: wait for each process pool's manager thread that is ending (see
+    :func:`_ending`), for at most :data:`_EXIT_WAIT` seconds in all.
 
     CPython's hook (``process._python_exit``, 3.10 to 3.13) wakes every
-    pool's manager thread without the pool's shutdown lock, while a broken
-    pool's manager thread closes that wake-up pipe, under the lock, as it
-    cleans up: the check that the pipe is open and the write can straddle
-    the close, and the exit printed ``Exception ignored ... OSError: [Errno
-    9] Bad file descriptor`` (once in the suite, on 3.11, after a test that
-    kills workers). A manager thread that has ended has closed its pipe,
-    and the wake-up then writes nothing. Healthy pools are left alone:
-    their manager threads end only once woken."""
+    pool's manager thread without the pool's shutdown lock, while a
+    manager thread that is ending closes that wake-up pipe, under the lock,
+    as it cleans up: the check that the pipe is open and the write can
+    straddle the close, and the exit printed ``Exception ignored ...
+    OSError: [Errno 9] Bad file descriptor`` (once in the suite, on 3.11,
+    after a test that kills workers). A manager thread that has ended has
+    closed its pipe, and the wake-up then writes nothing. The hook joins
+    these threads itself right after, without a limit, so waiting here
+    first only moves that wait earlier. Any pool's, not only im2rec's: the
+    exit is the whole process's."""
+    wakeups = getattr(concurrent.futures.process, "_threads_wakeups", None) or {}
     deadline = time.monotonic() + _EXIT_WAIT
-    for pool in list(_pools):
-        manager = getattr(pool, "_executor_manager_thread", None)
-        if manager is None or manager is threading.current_thread() or not manager.is_alive():
-            continue
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        if not getattr(pool, "_broken", False) and all(p.exitcode is None for p in workers):
+    for manager in list(wakeups):
+        if manager is threading.current_thread() or not manager.is_alive() or not _ending(manager):
             continue
         while manager.is_alive() and (left := deadline - time.monotonic()) > 0:
-            unblock_broken(pool)  # Python 3.10: its feeder thread may hold the manager up
+            pool = getattr(manager, "executor_reference", lambda: None)()
+            if pool is not None:
+                unblock_broken(pool)  # Python 3.10: its feeder thread may hold the manager up
             manager.join(min(0.1, left))
 
 
@@ -168,4 +171,4 @@ _register_atexit: Callable[[Callable[[], None]], None] | None = getattr(
     threading, "_register_atexit", None
 )
 if _register_atexit is not None:
-    _register_atexit(_settle_broken_pools)
+    _register_atexit(_settle_ending_pools)

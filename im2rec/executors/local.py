@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal, TypeVar
 
 from ..errors import Im2RecError
-from .broken import shutdown, track, unblock_broken, watch_pool
+from .broken import shutdown, unblock_broken, watch_pool
 from .worker import ask_to_stop, fork_is_safe, init_worker, run_chunk
 
 __all__ = ["WORKER_DIED", "LocalExecutor", "WorkerCrashed"]
@@ -72,7 +72,6 @@ class LocalExecutor:
                     initializer=init_worker,
                     initargs=(os.getpid(),),
                 )
-                track(pool)  # its manager thread settles before the interpreter exits
             self._pools[kind] = pool
         return pool
 
