@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
-__all__ = ["shutdown", "unblock_broken", "watch_pool"]
+__all__ = ["shutdown", "unblock_broken", "watch_pool", "workers_of"]
 
 
 def _inside(pool: Executor) -> bool:
@@ -75,6 +75,15 @@ def shutdown(pool: Executor) -> None:
         results.close()  # what shutdown(wait=True) does once the manager has ended
 
 
+def workers_of(processes: dict[int, Any] | None) -> list[Any]:
+    """A pool's worker processes now (its dict changes under other threads)."""
+    return list((processes or {}).values())
+
+
+def _worker_died(workers: list[Any]) -> bool:
+    return any(proc.exitcode is not None for proc in workers)
+
+
 #: how long the pool's own manager gets to notice a dead worker before the
 #: watchdog ends the pool (it notices within milliseconds when it is not stuck)
 _GRACE = 2.0
@@ -100,8 +109,8 @@ def watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
             return
         if getattr(pool, "_shutdown_thread", False):
             return
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        if not any(proc.exitcode is not None for proc in workers):
+        workers = workers_of(getattr(pool, "_processes", None))
+        if not _worker_died(workers):
             continue
         if done.wait(_GRACE):
             return
@@ -125,16 +134,20 @@ def watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
 _EXIT_WAIT = _GRACE + 3.0
 
 
+def _pool_of(manager: threading.Thread) -> Executor | None:
+    """The pool a manager thread serves, while it has not been collected."""
+    reference = getattr(manager, "executor_reference", None)
+    return reference() if callable(reference) else None
+
+
 def _ending(manager: threading.Thread) -> bool:
     """Whether a pool's manager thread is on its way out by itself: its pool
     is broken, was shut down without waiting or garbage-collected, or has a
     dead worker (which breaks it). A healthy pool's waits to be woken."""
-    reference = getattr(manager, "executor_reference", None)
-    pool = reference() if callable(reference) else None
+    pool = _pool_of(manager)
     if pool is None or getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False):
         return True
-    workers = list((getattr(manager, "processes", None) or {}).values())
-    return any(proc.exitcode is not None for proc in workers)
+    return _worker_died(workers_of(getattr(manager, "processes", None)))
 
 
 def _settle_ending_pools() -> None:
@@ -159,7 +172,7 @@ def _settle_ending_pools() -> None:
         if manager is threading.current_thread() or not manager.is_alive() or not _ending(manager):
             continue
         while manager.is_alive() and (left := deadline - time.monotonic()) > 0:
-            pool = getattr(manager, "executor_reference", lambda: None)()
+            pool = _pool_of(manager)
             if pool is not None:
                 unblock_broken(pool)  # Python 3.10: its feeder thread may hold the manager up
             manager.join(min(0.1, left))

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal, TypeVar
 
 from ..errors import Im2RecError
-from .broken import shutdown, unblock_broken, watch_pool
+from .broken import shutdown, unblock_broken, watch_pool, workers_of
 from .worker import ask_to_stop, fork_is_safe, init_worker, run_chunk
 
 __all__ = ["WORKER_DIED", "LocalExecutor", "WorkerCrashed"]
@@ -161,7 +161,7 @@ class LocalExecutor:
         for pool in pools.values():
             if isinstance(pool, ProcessPoolExecutor):
                 unblock_broken(pool)
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                for proc in workers_of(getattr(pool, "_processes", None)):
                     if proc.pid is not None and proc.exitcode is None:
                         ask_to_stop(proc.pid)
             shutdown(pool)
