@@ -8,13 +8,15 @@ For the 256-px random-resized-crop row (area 0.08-1, aspect 3/4-4/3, flip,
 after a warm-up one. Stages, each timed around its own call:
 
 - ``decode``: libjpeg-turbo decoding the crop's rows and columns at the DCT
-  scale picked (what the decode-only bound measures, plus the few pixels
-  around the crop that the bilinear filter reaches, four bytes a pixel);
+  scale picked into RGB rows (what the decode-only bound measures, plus the
+  few pixels around the crop that the bilinear filter reaches);
 - ``resample``: resampling that window to 224x224 and writing the float32
-  planes (``_tensor.resample``: Pillow-SIMD's arithmetic in our C, each row
-  normalised as it is made);
-- ``python``: the rest of ``Augmenter.write`` (drawing the crop, planning
-  the window, the calls between);
+  planes (``_tensor.resample`` on the RGB rows, as the loaders' batch loop
+  calls it: Pillow-SIMD's arithmetic in our C, in planes where the CPU has
+  AVX-512 VBMI, each row normalised as it is made);
+- ``whole``: a sample of ``RecordDataset.__getitems__`` (what both loaders'
+  workers run: reading the records, the batch loop in C), batches of 64;
+  ``python`` is what it spends beside the two stages above;
 - for comparison, the way before it (``pillow_*``): Pillow resizing the
   window, its pixels' export (Arrow, read in place, on Pillow 11.2 and
   later), and ``_tensor.normalise`` writing the planes.
@@ -32,6 +34,7 @@ from im2rec.executors import tune_malloc
 from im2rec.imaging import _tensor, jpeg
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.training.augment import Augmenter, fused, geometry
+from im2rec.training.dataset import RecordDataset
 
 tune_malloc()  # as the loaders' workers do
 reader = IndexedRecordReader(sys.argv[1])
@@ -46,14 +49,20 @@ start = (-block.ctypes.data % 64) // 4
 out = block[start : start + 3 * 224 * 224].reshape(3, 224, 224)
 k, mk = augment._coef
 best: dict[str, float] = {}
+# the loaders' own path: their workers' __getitems__ on batches of 64
+dataset = RecordDataset(sys.argv[1], output="bytes", transform=augment)
+order = np.random.default_rng(0).permutation(len(payloads))
+batches = [order[b : b + 64].tolist() for b in range(0, len(order) - 63, 64)]
+names = ("decode", "resample", "whole", "pillow_resample", "pillow_export", "pillow_normalise")
 for attempt in range(4):
-    names = ("decode", "resample", "whole", "pillow_resample", "pillow_export", "pillow_normalise")
     spent = dict.fromkeys(names, 0.0)
+    t0 = time.process_time()
+    for indices in batches:
+        made = dataset.__getitems__(indices)
+        del made  # its slot goes back, as the training process's drop does
+    spent["whole"] = (time.process_time() - t0) / (64 * len(batches)) * len(payloads)
     rng = np.random.default_rng(attempt)
     for payload in payloads:
-        t0 = time.process_time()
-        augment.write(payload, out, rng)  # the whole of it, as the loaders run it
-        t1 = time.process_time()
         plan, chosen = augment._plan(geometry.pick_interp(augment.inter_method, rng), rng)
         real = jpeg._native.decode
         windows: list[float] = []
@@ -65,23 +74,24 @@ for attempt in range(4):
             return got
 
         jpeg._native.decode = timed
-        try:
-            got = jpeg.window(payload, 1, plan, chosen, rgbx=True)
+        try:  # RGB rows, as the batch loop decodes them
+            got = jpeg.window(payload, 1, plan, chosen)
         finally:
             jpeg._native.decode = real
-        assert got is not None and got.cut is None
+        assert got is not None and got.cut is None and got.mode == "RGB"
         flip = rng.random() < 0.5
+        box = (got.box[0] - got.x, got.box[1] - got.y, got.box[2] - got.x, got.box[3] - got.y)
         t2 = time.process_time()
-        assert fused._resample(got, out, k, mk, flip)
+        assert _tensor.resample(out, got.pixels, got.width * 3, 3, got.width, got.height, box,
+                                int(got.method), 3, 224, 224, k, mk, flip)  # fmt: skip
         t3 = time.process_time()
         im = got.finish(got.image())
         t4 = time.process_time()
         pixels = fused._pixels(im)
         t5 = time.process_time()
-        w, h = got.size
-        _tensor.normalise(out, pixels, w * 4, 4, 0, 0, w, h, 3, k, mk, flip)
+        step = 4 if isinstance(pixels, tuple) else 3  # Arrow: four bytes a pixel
+        _tensor.normalise(out, pixels, 224 * step, step, 0, 0, 224, 224, 3, k, mk, flip)
         t6 = time.process_time()
-        spent["whole"] += t1 - t0
         spent["decode"] += windows[0]
         spent["resample"] += t3 - t2
         spent["pillow_resample"] += t4 - t3

@@ -254,18 +254,24 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void rs
     }
 }
 
-/* One output row, 64 bytes at a time: the AVX2 kernel's steps, twice as wide. */
+/* One output row, 64 bytes at a time: the AVX2 kernel's steps, twice as
+   wide; a last part under 64 bytes (the planar rows': 3 x 224) masked. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rs_vertical_row_avx512(
         const unsigned char *const *rows, const int16_t *k, int taps, int precision,
         unsigned char *out, size_t bytes) {
     const __m512i half = _mm512_set1_epi32((int32_t)1 << (precision - 1)), zero = _mm512_setzero_si512();
     const __m128i shift = _mm_cvtsi32_si128(precision);
-    size_t x = 0;
-    for (; x + 64 <= bytes; x += 64) {
+    for (size_t x = 0; x < bytes; x += 64) {
+        /* (a mask only where needed: Zen 4's masked stores are slow) */
+        const int whole = bytes - x >= 64;
+        const __mmask64 m = whole ? ~(__mmask64)0 : ((__mmask64)1 << (bytes - x)) - 1;
         __m512i s0 = half, s1 = half, s2 = half, s3 = half;
         for (int t = 0; t < taps; t += 2) {
-            const __m512i a = _mm512_loadu_si512((const void *)(rows[t] + x));
-            const __m512i b = t + 1 < taps ? _mm512_loadu_si512((const void *)(rows[t + 1] + x)) : zero;
+            const __m512i a = whole ? _mm512_loadu_si512((const void *)(rows[t] + x))
+                                    : _mm512_maskz_loadu_epi8(m, rows[t] + x);
+            const __m512i b = t + 1 >= taps ? zero
+                              : whole ? _mm512_loadu_si512((const void *)(rows[t + 1] + x))
+                                      : _mm512_maskz_loadu_epi8(m, rows[t + 1] + x);
             const __m512i kk = _mm512_set1_epi32(
                 (int32_t)((uint32_t)(uint16_t)k[t] | (t + 1 < taps ? (uint32_t)(uint16_t)k[t + 1] << 16 : 0)));
             const __m512i lo = _mm512_unpacklo_epi8(a, b), hi = _mm512_unpackhi_epi8(a, b);
@@ -278,10 +284,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void rs_vertical_r
         s1 = _mm512_sra_epi32(s1, shift);
         s2 = _mm512_sra_epi32(s2, shift);
         s3 = _mm512_sra_epi32(s3, shift);
-        _mm512_storeu_si512((void *)(out + x),
-                            _mm512_packus_epi16(_mm512_packs_epi32(s0, s1), _mm512_packs_epi32(s2, s3)));
+        const __m512i v = _mm512_packus_epi16(_mm512_packs_epi32(s0, s1), _mm512_packs_epi32(s2, s3));
+        if (whole)
+            _mm512_storeu_si512((void *)(out + x), v);
+        else
+            _mm512_mask_storeu_epi8(out + x, m, v);
     }
-    rs_vertical_row(rows, k, taps, precision, out, x, bytes);
 }
 
 /* An RGBX row into three float32 planes, sixteen pixels a step, for

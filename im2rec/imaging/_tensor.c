@@ -17,7 +17,8 @@
  * arithmetic), each output row going to the planes as it is made; k None
  * gives uint8 planes (split), else float32 (normalise).
  *
- * The row writers are in _planes.h, the resampler in _resample.h; the C
+ * The row writers are in _planes.h, the resampler in _resample.h (RGB
+ * rows in planes: _planar_x86.h), the tests' probes in _probes.h; the C
  * table other extensions call (_tensor_api.h) is at the end. Every size and
  * offset is checked against the buffers before anything is read or
  * written. Runs without the GIL.
@@ -25,6 +26,9 @@
 #include "../checked.h"
 #include "_resample.h"
 #include "_planes.h"
+#ifdef RS_X86
+#include "_planar_x86.h"
+#endif
 #include "_tensor_api.h"
 #include <stdint.h>
 #include <string.h>
@@ -180,34 +184,50 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
     unsigned char *tmp = NULL, *row = NULL;
     const unsigned char **rows = NULL;
     const void *wide = NULL;
+    int planar = 0;
 #ifdef RS_X86
     rs_wide plan;
+    rs_planar planes;
 #endif
     if (rs_plan(&h, width, box[0], box[2], out_w, filter, vector >= 2) < 0 ||
         rs_plan(&v, height, box[1], box[3], out_h, filter, vector >= 2) < 0)
         goto done;
     /* Pillow skips a pass that would change nothing; so do we (same bytes).
-       RGB rows (pixel_bytes 3, the training crop's) become RGBX on the way:
-       through the horizontal pass, or where there is none, copied out. */
+       RGB rows (pixel_bytes 3, the training crop's) go through the
+       horizontal pass into planar rows (_planar_x86.h) where the CPU and
+       the plan allow, else become RGBX on the way: through the horizontal
+       pass, or where there is none, copied out. */
     const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
     const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
     const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
-    const int bpp = pixel_bytes == 3 ? 4 : pixel_bytes, widen = pixel_bytes == 3 && !across;
+#ifdef RS_X86
+    planar = across && pixel_bytes == 3 && channels == 3 && vector >= 2 &&
+             rs_have_avx512_planar() && rs_planar_plan(&planes, &h, out_w, width, flip) == 0;
+#endif
+    const int bpp = planar ? 3 : pixel_bytes == 3 ? 4 : pixel_bytes;
+    const int widen = pixel_bytes == 3 && !across;
     const size_t line = (size_t)out_w * (size_t)bpp;
-    if ((across || widen) && (size_t)count * line > RS_MAX_PASS) goto done;
-    tmp = across || widen ? malloc((size_t)(count > 0 ? count : 1) * line) : NULL;
-    row = malloc(line);
+    /* Rows whole 64-byte lines apart in 64-byte aligned blocks (planar
+       rows of 3 x 224 bytes are not a whole number of lines), so that no
+       64-byte load of the vertical pass or the writers splits a line. */
+    const size_t pitch = planar ? (line + 63) / 64 * 64 : line;
+    if ((across || widen) && (size_t)count * pitch > RS_MAX_PASS) goto done;
+    tmp = across || widen ? aligned_alloc(64, ((size_t)(count > 0 ? count : 1) * pitch + 63) / 64 * 64)
+                          : NULL;
+    row = aligned_alloc(64, (line + 63) / 64 * 64);
     rows = malloc((size_t)v.ksize * sizeof *rows);
     if (row == NULL || rows == NULL || ((across || widen) && tmp == NULL)) {
         result = -1;
         goto done;
     }
 #ifdef RS_X86
-    if (across && pixel_bytes > 1 && vector >= 2 && rs_have_avx512() &&
-        rs_wide_plan(&plan, &h, out_w, width, pixel_bytes) == 0)
+    if (planar)
+        rs_planar_horizontal(src, row_bytes, first, count, &planes, out_w, h.precision, tmp, pitch);
+    else if (across && pixel_bytes > 1 && vector >= 2 && rs_have_avx512() &&
+             rs_wide_plan(&plan, &h, out_w, width, pixel_bytes) == 0)
         wide = &plan;
 #endif
-    if (across)
+    if (across && !planar)
         rs_horizontal(src, row_bytes, pixel_bytes, bpp, first, count, &h, out_w, tmp, vector, wide);
     for (int y = 0; widen && y < count; y++)
         for (int x = 0; x < out_w; x++) {
@@ -217,7 +237,7 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
         }
     /* the horizontal pass's rows, or (no such pass) the window's own */
     const unsigned char *base = across || widen ? tmp : src + (size_t)first * row_bytes;
-    const size_t stride = across || widen ? line : row_bytes;
+    const size_t stride = across || widen ? pitch : row_bytes;
     for (int y = 0; y < out_h; y++) {
         const unsigned char *made;
         if (down) {
@@ -229,6 +249,22 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
         } else {
             made = base + (size_t)(y - first) * stride;  /* first is 0 here */
         }
+#ifdef RS_X86
+        if (planar) {
+            const size_t at = (size_t)y * (size_t)out_w;
+            if (k != NULL) {
+                float *const to[3] = {(float *)out + at, (float *)out + plane + at,
+                                      (float *)out + 2 * plane + at};
+                rs_planar_floats(made, to, out_w, k, mk);
+            } else {
+                unsigned char *const to[3] = {(unsigned char *)out + at,
+                                              (unsigned char *)out + plane + at,
+                                              (unsigned char *)out + 2 * plane + at};
+                rs_planar_bytes(made, to, out_w);
+            }
+            continue;
+        }
+#endif
         plane_row(made, bpp, out, plane, y, out_w, channels, k, mk, flip);
     }
     planes_done();
@@ -236,6 +272,7 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
 done:
 #ifdef RS_X86
     if (wide != NULL) rs_wide_free(&plan);
+    if (planar) rs_planar_free(&planes);
 #endif
     free(tmp);
     free(row);
@@ -302,43 +339,14 @@ static PyObject *resample(PyObject *self, PyObject *args) {
 
 static const tensor_api api = {resample_into, window_into};
 
-/* One direction's weights, for the tests: (first, taps, weights as int16
-   bytes, precision), or None where rs_plan declines (Pillow's case then).
-   fast 1 takes the AVX-512 loops where the CPU has them, 0 the portable
-   ones: the two must agree to the bit. */
-static PyObject *plan(PyObject *self, PyObject *args) {
-    int in_size, out_size, filter, fast;
-    float in0, in1;
-    if (!PyArg_ParseTuple(args, "iffiip:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
-        return NULL;
-    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
-        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
-        PyErr_SetString(PyExc_ValueError, "_plan: sizes out of range");
-        return NULL;
-    }
-    rs_axis a;
-    if (rs_plan(&a, in_size, in0, in1, out_size, filter, fast) < 0) Py_RETURN_NONE;
-    PyObject *first = PyList_New(out_size), *taps = PyList_New(out_size), *result = NULL;
-    if (first != NULL && taps != NULL) {
-        for (int i = 0; i < out_size; i++) {
-            PyList_SET_ITEM(first, i, PyLong_FromLong(a.first[i]));
-            PyList_SET_ITEM(taps, i, PyLong_FromLong(a.taps[i]));
-        }
-        result = Py_BuildValue("(OOy#i)", first, taps, (const char *)a.k,
-                               (Py_ssize_t)((size_t)out_size * (size_t)a.ksize * sizeof(int16_t)),
-                               a.precision);
-    }
-    Py_XDECREF(first);
-    Py_XDECREF(taps);
-    rs_free(&a);
-    return result;
-}
+#include "_probes.h"
 
 static PyMethodDef methods[] = {
     {"normalise", normalise, METH_VARARGS, "8-bit pixels -> normalised float32 planes"},
     {"split", split, METH_VARARGS, "8-bit pixels -> uint8 planes"},
     {"resample", resample, METH_VARARGS, "8-bit pixels resized -> float32 or uint8 planes"},
     {"_plan", plan, METH_VARARGS, "one direction's resampling weights (for the tests)"},
+    {"_planar", planar, METH_VARARGS, "the planar horizontal pass's shape (for the tests)"},
     {NULL, NULL, 0, NULL},
 };
 

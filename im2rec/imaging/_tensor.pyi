@@ -18,3 +18,6 @@ def normalise(
 def _plan(
     in_size: int, in0: float, in1: float, out_size: int, filter: int, fast: bool, /
 ) -> tuple[list[int], list[int], bytes, int] | None: ...
+def _planar(
+    in_size: int, in0: float, in1: float, out_size: int, filter: int, /
+) -> tuple[int, int] | None: ...

@@ -87,19 +87,81 @@ def test_the_resampler_gives_pillow_simds_bytes(case: tuple[Any, ...]) -> None:
         assert np.abs(got.astype(int) - want).max() <= 1
 
 
-@pytest.mark.parametrize("step", [1, 4])
-def test_float_planes_are_the_uint8_planes_normalised(step: int) -> None:
+@pytest.mark.parametrize("step", [1, 3, 4])
+@pytest.mark.parametrize("size", [(64, 48), (37, 19)])  # rows of whole 16-value steps, and not
+@pytest.mark.parametrize("aligned", [True, False])  # streamed into 64-byte aligned planes, or not
+def test_float_planes_are_the_uint8_planes_normalised(
+    step: int, size: tuple[int, int], aligned: bool
+) -> None:
     rng = np.random.default_rng(step)
     pixels = rng.integers(0, 256, (41, 57, step), np.uint8)
     channels = 1 if step == 1 else 3
     k = (np.float32(1 / 255) / np.array([0.229, 0.224, 0.225], np.float32))[:channels]
     mk = (np.array([0.485, 0.456, 0.406], np.float32) * 255 * k)[:channels]
+    count = channels * size[0] * size[1]
+    block = np.empty(count + 32, np.float32)
+    start = (-block.ctypes.data % 64) // 4 + (0 if aligned else 1)
+    out = block[start : start + count].reshape(channels, size[1], size[0])
     for flip in (False, True):
-        planes = resample(pixels, (3.5, 2.25, 50.0, 40.0), (64, 48), R.BILINEAR, flip)
-        out = np.empty((channels, 48, 64), np.float32)
+        planes = resample(pixels, (3.5, 2.25, 50.0, 40.0), size, R.BILINEAR, flip)
         tensor.resample(out, pixels.tobytes(), 57 * step, step, 57, 41, (3.5, 2.25, 50.0, 40.0),
-                        int(R.BILINEAR), channels, 64, 48, k.tolist(), mk.tolist(), flip)  # fmt: skip
+                        int(R.BILINEAR), channels, *size, k.tolist(), mk.tolist(), flip)  # fmt: skip
         np.testing.assert_array_equal(out, planes * k[:, None, None] - mk[:, None, None])
+
+
+# Each way the planar horizontal pass can run (_planar_x86.h): (loads, pairs)
+# of a row of `width` RGB pixels to `size` columns. Enlarging takes one pair
+# of taps from one 64-byte load; shrinking a little two pairs; more, two
+# loads; a longer filter more pairs; past ~2.5x the RGBX path takes it.
+PLANAR_CASES = [
+    (150, 224, R.BILINEAR, (1, 1)),
+    (260, 224, R.BILINEAR, (1, 2)),
+    (300, 224, R.BILINEAR, (2, 2)),
+    (450, 224, R.BILINEAR, (2, 3)),
+    (150, 224, R.LANCZOS, (1, 3)),
+    (37, 16, R.BICUBIC, (2, 5)),
+    (40, 37, R.HAMMING, (1, 2)),
+    (90, 30, R.BILINEAR, None),
+]
+
+
+@pytest.mark.parametrize(("width", "size", "method", "shape"), PLANAR_CASES)
+def test_rgb_rows_in_planes_give_the_rgbx_paths_bytes(
+    width: int, size: int, method: int, shape: tuple[int, int] | None
+) -> None:
+    # RGB rows (the JPEG decoder's, in the loaders' batch loop) go through
+    # the planar pass where the CPU has AVX-512 VBMI: the same sums as the
+    # RGBX kernels and the portable loops, so the same bytes and floats,
+    # mirrored or not, over rows of whole and partial 16-pixel blocks.
+    planar = tensor._planar(width, 0.0, float(width), size, int(method))
+    if planar is None and shape is not None:
+        pytest.skip("this CPU has no AVX-512 VBMI: the planar pass does not run here")
+    assert planar == shape
+    rng = np.random.default_rng(width)
+    pixels = np.sort(rng.integers(0, 256, (23, width, 4), np.uint8), axis=1)
+    box, out_size = (0.0, 0.5, float(width), 21.75), (size, 29)
+    for flip in (False, True):
+        want = resample(pixels, box, out_size, method, flip, vector=0)
+        np.testing.assert_array_equal(want, resample(pixels, box, out_size, method, flip))
+        rgb = pixels[:, :, :3]
+        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip))
+        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip, pad=3))
+        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip, vector=0))
+        k = [0.017, 0.0175, 0.0174]
+        mk = [2.1, 2.03, 1.8]
+        floats = np.empty((3, 29, size), np.float32)
+        tensor.resample(floats, rgb.tobytes(), width * 3, 3, width, 23, box, int(method), 3,
+                        size, 29, k, mk, flip)  # fmt: skip
+        kk, mm = np.array(k, np.float32)[:, None, None], np.array(mk, np.float32)[:, None, None]
+        np.testing.assert_array_equal(floats, want * kk - mm)
+
+
+def test_the_planar_probe_checks_its_sizes() -> None:
+    for bad in [(0, 0.0, 0.0, 8), (10, -1.0, 5.0, 8), (10, 5.0, 4.0, 8), (10, 0.0, 11.0, 8),
+                (10, float("nan"), 5.0, 8), (10, 0.0, 5.0, 0), (1 << 21, 0.0, 5.0, 8)]:  # fmt: skip
+        with pytest.raises(ValueError):
+            tensor._planar(*bad, int(R.BILINEAR))
+    assert tensor._planar(10, 0.0, 10.0, 8, 99) is None  # no such filter
 
 
 def test_gray_pixels_fill_three_planes() -> None:

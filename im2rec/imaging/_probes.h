@@ -1,0 +1,74 @@
+/* _tensor's windows onto the resampler's plans, for the tests: _plan (one
+ * direction's weights, portable and AVX-512 loops) and _planar (how the
+ * planar horizontal pass takes a row), so that tests/imaging can compare
+ * the tables weight for weight and know that each kernel ran. Included by
+ * _tensor.c only.
+ */
+#ifndef IM2REC_PROBES_H
+#define IM2REC_PROBES_H
+
+/* One direction's weights, for the tests: (first, taps, weights as int16
+   bytes, precision), or None where rs_plan declines (Pillow's case then).
+   fast 1 takes the AVX-512 loops where the CPU has them, 0 the portable
+   ones: the two must agree to the bit. */
+static PyObject *plan(PyObject *self, PyObject *args) {
+    int in_size, out_size, filter, fast;
+    float in0, in1;
+    if (!PyArg_ParseTuple(args, "iffiip:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
+        return NULL;
+    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
+        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
+        PyErr_SetString(PyExc_ValueError, "_plan: sizes out of range");
+        return NULL;
+    }
+    rs_axis a;
+    if (rs_plan(&a, in_size, in0, in1, out_size, filter, fast) < 0) Py_RETURN_NONE;
+    PyObject *first = PyList_New(out_size), *taps = PyList_New(out_size), *result = NULL;
+    if (first != NULL && taps != NULL) {
+        for (int i = 0; i < out_size; i++) {
+            PyList_SET_ITEM(first, i, PyLong_FromLong(a.first[i]));
+            PyList_SET_ITEM(taps, i, PyLong_FromLong(a.taps[i]));
+        }
+        result = Py_BuildValue("(OOy#i)", first, taps, (const char *)a.k,
+                               (Py_ssize_t)((size_t)out_size * (size_t)a.ksize * sizeof(int16_t)),
+                               a.precision);
+    }
+    Py_XDECREF(first);
+    Py_XDECREF(taps);
+    rs_free(&a);
+    return result;
+}
+
+/* How the planar horizontal pass would take a row of RGB pixels, for the
+   tests (which must know that each of its kernels ran): (loads, pairs) --
+   one or two 64-byte loads a block of sixteen outputs, pairs of taps -- or
+   None where it does not (no AVX-512 VBMI, or taps reaching too far: the
+   RGBX path then). */
+static PyObject *planar(PyObject *self, PyObject *args) {
+    int in_size, out_size, filter;
+    float in0, in1;
+    if (!PyArg_ParseTuple(args, "iffii:_planar", &in_size, &in0, &in1, &out_size, &filter))
+        return NULL;
+    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
+        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
+        PyErr_SetString(PyExc_ValueError, "_planar: sizes out of range");
+        return NULL;
+    }
+#ifdef RS_X86
+    rs_axis a;
+    rs_planar w;
+    if (!rs_have_avx512_planar() || rs_plan(&a, in_size, in0, in1, out_size, filter, 1) < 0)
+        Py_RETURN_NONE;
+    const int made = rs_planar_plan(&w, &a, out_size, in_size, 0) == 0;
+    rs_free(&a);
+    if (!made) Py_RETURN_NONE;
+    PyObject *result = Py_BuildValue("(ii)", w.two ? 2 : 1, w.pairs);
+    rs_planar_free(&w);
+    return result;
+#else
+    (void)filter;
+    Py_RETURN_NONE;
+#endif
+}
+
+#endif
