@@ -55,8 +55,6 @@ def _ours() -> frozenset[Image.Resampling]:
 
 #: (nearest and box steps are Pillow's, on the whole image's canvas: jpeg.Window.finish)
 _OURS = _ours()
-#: bytes a pixel of a decoded window, by its mode
-_STEPS = {"L": 1, "RGB": 3, "RGBX": 4}
 
 
 def available() -> bool:
@@ -224,23 +222,17 @@ def write(
     takes the general path)."""
     if payload[:3] != b"\xff\xd8\xff":
         return False
-    # RGB rows (three bytes a pixel: the decoder's cheaper output, and the
-    # resampler's planar pass), as the batch loop in C decodes them
-    got = jpeg.window(payload, color, plan, resample)
+    got = jpeg.window(payload, color, plan, resample, rgbx=True)
     if got is None:
         return False
-    step = _STEPS[got.mode]
+    step = 1 if got.mode == "L" else 4
     width, height = got.size
     if got.cut is not None:  # the crop is cut from the decoder's rows as they are
         pixels, row, left = got.pixels, got.width * step, got.cut
     elif got.method in _OURS and _resample(got, out, k, mk, flip):
         return True  # resampled and written in one pass
     else:
-        pixels, left = _pixels(got.finish(got.image())), 0
-        # Pillow's colour images are four bytes a pixel in memory (Arrow
-        # exports them so), three in tobytes()
-        step = 4 if step == 3 and isinstance(pixels, tuple) else step
-        row = width * step
+        pixels, row, left = _pixels(got.finish(got.image())), width * step, 0
     if out.dtype == np.uint8:  # the pixels as they are (normalised later, on the device)
         _tensor.split(out, pixels, row, step, left, 0, width, height, out.shape[0], flip)
     else:
@@ -254,7 +246,7 @@ def _resample(
     """``got`` resampled to ``out`` by :mod:`~im2rec.imaging._tensor` (Pillow-SIMD's
     arithmetic, its bytes; no image objects, each output row normalised while
     it is in cache); False where its filter table cannot be made (Pillow then)."""
-    step = _STEPS[got.mode]
+    step = 1 if got.mode == "L" else 4
     box = (got.box[0] - got.x, got.box[1] - got.y, got.box[2] - got.x, got.box[3] - got.y)
     scaled = out.dtype != np.uint8
     return bool(
