@@ -62,17 +62,7 @@ static int rs_planar_plan(rs_planar *w, const rs_axis *a, int out_w, int in_w, i
     int most = 0, reach = 0;
     for (int xx = 0; xx < out_w; xx++)
         if (a->taps[xx] > most) most = a->taps[xx];
-    for (int b = 0; b < blocks; b++) {  /* each block's first source pixel and its reach */
-        int low = in_w, high = 0;
-        for (int j = 0; j < 16 && b * 16 + j < out_w; j++) {
-            const int xx = rs_planar_column(b, j, out_w, flip);
-            if (a->first[xx] < low) low = a->first[xx];
-            if (a->first[xx] + a->taps[xx] > high) high = a->first[xx] + a->taps[xx];
-        }
-        if (high - low > reach) reach = high - low;
-    }
-    if (reach * 3 > 128) return -1;
-    w->two = reach * 3 > 64;
+    if (most * 3 > 128) return -1;  /* one output past the reach: nothing allocated */
     w->pairs = most < 2 ? 1 : (most + 1) / 2;
     w->blocks = blocks;
     w->base = calloc((size_t)blocks, sizeof *w->base);
@@ -82,12 +72,23 @@ static int rs_planar_plan(rs_planar *w, const rs_axis *a, int out_w, int in_w, i
         rs_planar_free(w);
         return -1;
     }
-    for (int b = 0; b < blocks; b++) {
-        int base = in_w;
+    for (int b = 0; b < blocks; b++) {  /* each block's first source pixel and its reach */
+        int low = in_w, high = 0;
         for (int j = 0; j < 16 && b * 16 + j < out_w; j++) {
             const int xx = rs_planar_column(b, j, out_w, flip);
-            if (a->first[xx] < base) base = a->first[xx];
+            if (a->first[xx] < low) low = a->first[xx];
+            if (a->first[xx] + a->taps[xx] > high) high = a->first[xx] + a->taps[xx];
         }
+        w->base[b] = low;  /* in pixels until the tables below are made */
+        if (high - low > reach) reach = high - low;
+    }
+    if (reach * 3 > 128) {
+        rs_planar_free(w);
+        return -1;
+    }
+    w->two = reach * 3 > 64;
+    for (int b = 0; b < blocks; b++) {
+        const int base = w->base[b];
         const size_t avail = (size_t)(in_w - base) * 3, second = avail > 64 ? avail - 64 : 0;
         w->base[b] = base * 3;
         w->mask[2 * b] = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;

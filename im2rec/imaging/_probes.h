@@ -7,6 +7,17 @@
 #ifndef IM2REC_PROBES_H
 #define IM2REC_PROBES_H
 
+/* A probe's sizes, as rs_plan's callers check them: 1, or 0 with
+   ValueError set (a test hook, but a C entry point all the same). */
+static int probe_sizes(const char *name, int in_size, float in0, float in1, int out_size) {
+    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
+        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
+        PyErr_Format(PyExc_ValueError, "%s: sizes out of range", name);
+        return 0;
+    }
+    return 1;
+}
+
 /* One direction's weights, for the tests: (first, taps, weights as int16
    bytes, precision), or None where rs_plan declines (Pillow's case then).
    fast 1 takes the AVX-512 loops where the CPU has them, 0 the portable
@@ -16,11 +27,7 @@ static PyObject *plan(PyObject *self, PyObject *args) {
     float in0, in1;
     if (!PyArg_ParseTuple(args, "iffiip:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
         return NULL;
-    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
-        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
-        PyErr_SetString(PyExc_ValueError, "_plan: sizes out of range");
-        return NULL;
-    }
+    if (!probe_sizes("_plan", in_size, in0, in1, out_size)) return NULL;
     rs_axis a;
     if (rs_plan(&a, in_size, in0, in1, out_size, filter, fast) < 0) Py_RETURN_NONE;
     PyObject *first = PyList_New(out_size), *taps = PyList_New(out_size), *result = NULL;
@@ -49,11 +56,7 @@ static PyObject *planar(PyObject *self, PyObject *args) {
     float in0, in1;
     if (!PyArg_ParseTuple(args, "iffii:_planar", &in_size, &in0, &in1, &out_size, &filter))
         return NULL;
-    if (in_size < 1 || in_size > (1 << 20) || out_size < 1 || out_size > (1 << 20) ||
-        !(in0 >= 0.0f) || !(in1 >= in0) || in1 > (float)in_size) {
-        PyErr_SetString(PyExc_ValueError, "_planar: sizes out of range");
-        return NULL;
-    }
+    if (!probe_sizes("_planar", in_size, in0, in1, out_size)) return NULL;
 #ifdef RS_X86
     rs_axis a;
     rs_planar w;
