@@ -84,7 +84,11 @@ def test_the_resampler_gives_pillow_simds_bytes(case: tuple[Any, ...]) -> None:
     if PILLOW_SIMD:
         np.testing.assert_array_equal(got, want)
     elif method in (R.BILINEAR, R.HAMMING):  # the filters it takes beside plain Pillow
-        assert np.abs(got.astype(int) - want).max() <= 1
+        # Each pass rounds its own weights (Pillow 22-bit, ours ~14-bit), so
+        # a level off in the horizontal pass can meet another in the vertical
+        # one: 2 levels, seen on Pillow 10.1 (an 8x8 noise window enlarged to
+        # 37x14, the portable loops alike)
+        assert np.abs(got.astype(int) - want).max() <= 2
 
 
 @pytest.mark.parametrize("step", [1, 3, 4])

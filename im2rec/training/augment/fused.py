@@ -13,7 +13,7 @@ scales, shifts and mirrors each output row into the planes while it is in
 cache, with the same float32 operations in the same order as numpy.
 
 The output is the general path's: identical beside Pillow-SIMD (tested);
-beside plain Pillow, within one level for the bilinear and Hamming filters
+beside plain Pillow, within two levels for the bilinear and Hamming filters
 that this path resamples itself, identical for the others, which Pillow
 resamples here too (:func:`_ours`). Plain Pillow's resampling is the slow
 part of the general path: with it, this path is about twice as fast
@@ -45,8 +45,8 @@ __all__ = ["Writer", "available", "codec_error", "crop", "crop_plan", "write"]
 def _ours() -> frozenset[Image.Resampling]:
     """The filters resampled by :mod:`~im2rec.imaging._tensor` (its bytes are
     Pillow-SIMD's): all four convolutions beside Pillow-SIMD; beside plain
-    Pillow, bilinear and Hamming (no negative weights: within one level of
-    Pillow's), not the cubic and Lanczos filters, whose overshoot Pillow-SIMD's
+    Pillow, bilinear and Hamming (no negative weights: within two levels of
+    Pillow's, one a pass), not the cubic and Lanczos filters, whose overshoot Pillow-SIMD's
     16-bit weights round otherwise (up to tens of levels on noise)."""
     R = Image.Resampling
     cubic = (R.BICUBIC, R.LANCZOS) if pillow_simd() else ()
