@@ -20,12 +20,12 @@ static int probe_sizes(const char *name, int in_size, float in0, float in1, int 
 
 /* One direction's weights, for the tests: (first, taps, weights as int16
    bytes, precision), or None where rs_plan declines (Pillow's case then).
-   fast 1 takes the AVX-512 loops where the CPU has them, 0 the portable
-   ones: the two must agree to the bit. */
+   fast 2 takes the AVX-512 loops where the CPU has them, 1 AVX2's at most,
+   0 the portable ones: all must agree to the bit. */
 static PyObject *plan(PyObject *self, PyObject *args) {
     int in_size, out_size, filter, fast;
     float in0, in1;
-    if (!PyArg_ParseTuple(args, "iffiip:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
+    if (!PyArg_ParseTuple(args, "iffiii:_plan", &in_size, &in0, &in1, &out_size, &filter, &fast))
         return NULL;
     if (!probe_sizes("_plan", in_size, in0, in1, out_size)) return NULL;
     rs_axis a;
@@ -48,28 +48,41 @@ static PyObject *plan(PyObject *self, PyObject *args) {
 
 /* How the planar horizontal pass would take a row of RGB pixels, for the
    tests (which must know that each of its kernels ran): (loads, pairs) --
-   one or two 64-byte loads a block of sixteen outputs, pairs of taps -- or
-   None where it does not (no AVX-512 VBMI, or taps reaching too far: the
-   RGBX path then). */
+   one or two loads a block (AVX-512: 64 bytes a block of sixteen outputs;
+   avx2 true, the AVX2 kernel: 16 bytes a lane of four), pairs of taps --
+   or None where it does not (the CPU lacks the instructions, or the taps
+   reach too far: the RGBX path then). */
 static PyObject *planar(PyObject *self, PyObject *args) {
-    int in_size, out_size, filter;
+    int in_size, out_size, filter, avx2 = 0;
     float in0, in1;
-    if (!PyArg_ParseTuple(args, "iffii:_planar", &in_size, &in0, &in1, &out_size, &filter))
+    if (!PyArg_ParseTuple(args, "iffii|p:_planar", &in_size, &in0, &in1, &out_size, &filter, &avx2))
         return NULL;
     if (!probe_sizes("_planar", in_size, in0, in1, out_size)) return NULL;
 #ifdef RS_X86
     rs_axis a;
-    rs_planar w;
-    if (!rs_have_avx512_planar() || rs_plan(&a, in_size, in0, in1, out_size, filter, 1) < 0)
+    if (!(avx2 ? rs_have_avx2() : rs_have_avx512_planar()) ||
+        rs_plan(&a, in_size, in0, in1, out_size, filter, 2) < 0)
         Py_RETURN_NONE;
-    const int made = rs_planar_plan(&w, &a, out_size, in_size, 0) == 0;
+    int loads = 0, pairs = 0;
+    if (avx2) {
+        rs_planar2 w;
+        if (rs_planar2_plan(&w, &a, out_size, in_size, 0) == 0) {
+            loads = w.two ? 2 : 1, pairs = w.pairs;
+            rs_planar2_free(&w);
+        }
+    } else {
+        rs_planar w;
+        if (rs_planar_plan(&w, &a, out_size, in_size, 0) == 0) {
+            loads = w.two ? 2 : 1, pairs = w.pairs;
+            rs_planar_free(&w);
+        }
+    }
     rs_free(&a);
-    if (!made) Py_RETURN_NONE;
-    PyObject *result = Py_BuildValue("(ii)", w.two ? 2 : 1, w.pairs);
-    rs_planar_free(&w);
-    return result;
+    if (loads == 0) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", loads, pairs);
 #else
     (void)filter;
+    (void)avx2;
     Py_RETURN_NONE;
 #endif
 }

@@ -104,9 +104,10 @@ static void rs_free(rs_axis *a) {
 /* Pillow's precompute_coeffs and normalize_coeffs_8bpc (Pillow-SIMD's): in0
    and in1 are float as Pillow takes them, their difference taken in float.
    0, or -1: no memory, a filter longer than RS_MAX_TAPS, or weights that
-   16 bits cannot hold (the caller lets Pillow resample then). fast: the
-   AVX-512 loops where the CPU has them (the same doubles, operation for
-   operation, and the same weights: the tests compare both). */
+   16 bits cannot hold (the caller lets Pillow resample then). fast: 0 the
+   scalar loops, 1 AVX2's at most, 2 AVX-512's where the CPU has them (the
+   same doubles, operation for operation, and the same weights: the tests
+   compare them). */
 static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, int filter,
                    int fast) {
     memset(a, 0, sizeof *a);
@@ -127,10 +128,14 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     a->ksize = ksize;
     const size_t n = (size_t)out_size * (size_t)ksize;
 #ifdef RS_X86
-    fast = fast && rs_have_avx512_plan();
-    if (fast && filter == RS_BILINEAR && ksize <= 8)
+    /* 2: AVX-512, 1: AVX2, 0: neither */
+    fast = fast >= 2 && rs_have_avx512_plan() ? 2 : fast >= 1 && rs_have_avx2_plan() ? 1 : 0;
+    if (fast == 2 && filter == RS_BILINEAR && ksize <= 8)
         rs_bilinear_avx512(kk, a->first, a->taps, in_size, (double)in0, scale, support,
                            1.0 / filterscale, out_size, ksize);
+    else if (fast == 1 && filter == RS_BILINEAR && ksize <= 8)
+        rs_bilinear_avx2(kk, a->first, a->taps, in_size, (double)in0, scale, support,
+                         1.0 / filterscale, out_size, ksize);
     else
 #else
     (void)fast;
@@ -163,7 +168,7 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     size_t i = 0;
 #ifdef RS_X86
     if (fast) {
-        maxkk = rs_max_avx512(kk, n);
+        maxkk = fast == 2 ? rs_max_avx512(kk, n) : rs_max_avx2(kk, n);
     } else
 #endif
     {
@@ -186,9 +191,12 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     const double unit = (double)(1 << p);
     i = 0;
 #ifdef RS_X86
-    if (fast) {
+    if (fast == 2) {
         outside = rs_round_avx512(kk, n, unit, a->k);
         i = n / 16 * 16;  /* the rest as below */
+    } else if (fast == 1) {
+        outside = rs_round_avx2(kk, n, unit, a->k);
+        i = n / 8 * 8;
     }
 #endif
     for (; i < n; i++) {
@@ -247,13 +255,13 @@ static void rs_vertical_row(const unsigned char *const *rows, const int16_t *k, 
 #include "_resample_x86.h"
 #endif
 
-/* The horizontal pass over rows first..first+count-1 of the window into
-   tmp (count rows of out_w pixels, bpp bytes each: RGB source rows, in_bpp
-   3, become RGBX). vector: 0 the portable loops, 1 AVX2 at most, 2 the
-   best the CPU has (wide: the AVX-512 plan, or NULL). */
+/* The horizontal pass over rows first..first+count-1 of the window (rows
+   of width pixels) into tmp (count rows of out_w pixels, bpp bytes each:
+   RGB source rows, in_bpp 3, become RGBX). vector: 0 the portable loops, 1
+   AVX2 at most, 2 the best the CPU has (wide: the AVX-512 plan, or NULL). */
 static void rs_horizontal(const unsigned char *src, size_t row_bytes, int in_bpp, int bpp,
-                          int first, int count, const rs_axis *a, int out_w, unsigned char *tmp,
-                          int vector, const void *wide) {
+                          int width, int first, int count, const rs_axis *a, int out_w,
+                          unsigned char *tmp, int vector, const void *wide) {
     const size_t tmp_row = (size_t)out_w * (size_t)bpp;
     int y = 0;
 #ifdef RS_X86
@@ -263,19 +271,28 @@ static void rs_horizontal(const unsigned char *src, size_t row_bytes, int in_bpp
                                      (const rs_wide *)wide, out_w, a->precision);
         return;
     }
-    if (vector && in_bpp == 4 && rs_have_avx2()) {
-        for (; y + 4 <= count; y += 4) {
+    if (vector && (in_bpp == 4 || in_bpp == 3) && bpp == 4 && rs_have_avx2()) {
+        /* four rows a step; the last step, short of rows, makes its last
+           row again in the places left (the same bytes to the same place) */
+        int most = 0;
+        for (int x = 0; x < out_w; x++) most = a->taps[x] > most ? a->taps[x] : most;
+        for (; y < count; y += 4) {
             const unsigned char *in[4];
             unsigned char *out[4];
             for (int r = 0; r < 4; r++) {
-                in[r] = src + (size_t)(first + y + r) * row_bytes;
-                out[r] = tmp + (size_t)(y + r) * tmp_row;
+                const int at = y + r < count ? y + r : count - 1;
+                in[r] = src + (size_t)(first + at) * row_bytes;
+                out[r] = tmp + (size_t)at * tmp_row;
             }
-            rs_horizontal4_avx2(in, out, a, out_w);
+            if (in_bpp == 4)
+                rs_horizontal4_avx2(in, out, a, out_w, width, most);
+            else
+                rs_horizontal4_rgb_avx2(in, out, a, out_w, width, most);
         }
     }
 #else
     (void)wide;
+    (void)width;
 #endif
     for (; y < count; y++)
         rs_horizontal_row(src + (size_t)(first + y) * row_bytes, tmp + (size_t)y * tmp_row, in_bpp,

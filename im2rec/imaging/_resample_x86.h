@@ -1,117 +1,14 @@
 /* The x86 kernels of _resample.h, chosen at run time by what the CPU has:
- * AVX2 (four rows at a time, Pillow-SIMD's way) and AVX-512 with VBMI (one
- * row at a time, sixteen output pixels a step: each group of four gathers
- * its source bytes from one 64-byte load with a byte permutation, so a tap
- * pair costs one vpermb and one madd for four pixels). Integer sums: the
- * same bytes as the portable loops (tested against each other).
+ * AVX2 (_resample_avx2.h) and AVX-512 with VBMI (one row at a time, sixteen
+ * output pixels a step: each group of four gathers its source bytes from
+ * one 64-byte load with a byte permutation, so a tap pair costs one vpermb
+ * and one madd for four pixels). Integer sums: the same bytes as the
+ * portable loops (tested against each other).
  */
 #ifndef IM2REC_RESAMPLE_X86_H
 #define IM2REC_RESAMPLE_X86_H
 
-static inline int32_t rs_pair(const int16_t *k) {  /* two weights as madd takes them */
-    int32_t v;
-    memcpy(&v, k, sizeof v);
-    return v;
-}
-
-/* Four rows at once, one output pixel at a time, its taps two by two: each
-   pair of source pixels spread to 16-bit lanes (R R' G G' B B' X X') and
-   multiplied-added with (k, k') into four 32-bit sums. */
-__attribute__((target("avx2"))) static void rs_horizontal4_avx2(
-        const unsigned char *const in[4], unsigned char *const out[4], const rs_axis *a,
-        int out_w) {
-    const __m256i spread = _mm256_setr_epi8(0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1,
-                                            0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1);
-    const __m256i half = _mm256_set1_epi32((int32_t)1 << (a->precision - 1));
-    const __m128i shift = _mm_cvtsi32_si128(a->precision);
-    for (int xx = 0; xx < out_w; xx++) {
-        const int16_t *k = &a->k[(size_t)xx * (size_t)a->ksize];
-        const size_t at = (size_t)a->first[xx] * 4;
-        const int taps = a->taps[xx];
-        __m256i s01 = half, s23 = half;
-        int t = 0;
-        for (; t + 1 < taps; t += 2) {
-            const __m256i kk = _mm256_set1_epi32(rs_pair(k + t));
-            const size_t o = at + (size_t)t * 4;
-            __m256i p01 = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(in[0] + o))),
-                _mm_loadl_epi64((const __m128i *)(in[1] + o)), 1);
-            __m256i p23 = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(in[2] + o))),
-                _mm_loadl_epi64((const __m128i *)(in[3] + o)), 1);
-            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(_mm256_shuffle_epi8(p01, spread), kk));
-            s23 = _mm256_add_epi32(s23, _mm256_madd_epi16(_mm256_shuffle_epi8(p23, spread), kk));
-        }
-        if (t < taps) {  /* an odd last tap: its pixel alone, widened */
-            const __m256i kk = _mm256_set1_epi32((int32_t)(uint16_t)k[t]);
-            const size_t o = at + (size_t)t * 4;
-            int32_t w0, w1, w2, w3;
-            memcpy(&w0, in[0] + o, 4);
-            memcpy(&w1, in[1] + o, 4);
-            memcpy(&w2, in[2] + o, 4);
-            memcpy(&w3, in[3] + o, 4);
-            __m256i p01 = _mm256_cvtepu8_epi32(_mm_setr_epi32(w0, 0, 0, 0));
-            p01 = _mm256_permute2x128_si256(p01, _mm256_cvtepu8_epi32(_mm_setr_epi32(w1, 0, 0, 0)), 0x20);
-            __m256i p23 = _mm256_cvtepu8_epi32(_mm_setr_epi32(w2, 0, 0, 0));
-            p23 = _mm256_permute2x128_si256(p23, _mm256_cvtepu8_epi32(_mm_setr_epi32(w3, 0, 0, 0)), 0x20);
-            s01 = _mm256_add_epi32(s01, _mm256_madd_epi16(p01, kk));
-            s23 = _mm256_add_epi32(s23, _mm256_madd_epi16(p23, kk));
-        }
-        s01 = _mm256_sra_epi32(s01, shift);
-        s23 = _mm256_sra_epi32(s23, shift);
-        /* int32 -> int16 -> uint8, saturating: the clamp to 0..255 */
-        __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(s01, s23), _mm256_setzero_si256());
-        /* lane 0: rows 0, 2; lane 1: rows 1, 3 (4 bytes each) */
-        __m128i lo = _mm256_castsi256_si128(b), hi = _mm256_extracti128_si256(b, 1);
-        int32_t v;
-        v = _mm_cvtsi128_si32(lo); memcpy(out[0] + (size_t)xx * 4, &v, 4);
-        v = _mm_cvtsi128_si32(hi); memcpy(out[1] + (size_t)xx * 4, &v, 4);
-        v = _mm_extract_epi32(lo, 1); memcpy(out[2] + (size_t)xx * 4, &v, 4);
-        v = _mm_extract_epi32(hi, 1); memcpy(out[3] + (size_t)xx * 4, &v, 4);
-    }
-}
-
-/* One output row: 32 bytes (8 RGBX pixels) at a time, source rows two by
-   two interleaved byte by byte and widened, so madd weighs both at once. */
-__attribute__((target("avx2"))) static void rs_vertical_row_avx2(
-        const unsigned char *const *rows, const int16_t *k, int taps, int precision,
-        unsigned char *out, size_t bytes) {
-    const __m256i half = _mm256_set1_epi32((int32_t)1 << (precision - 1)), zero = _mm256_setzero_si256();
-    const __m128i shift = _mm_cvtsi32_si128(precision);
-    size_t x = 0;
-    for (; x + 32 <= bytes; x += 32) {
-        __m256i s0 = half, s1 = half, s2 = half, s3 = half;
-        int t = 0;
-        for (; t < taps; t += 2) {
-            const __m256i a = _mm256_loadu_si256((const __m256i *)(rows[t] + x));
-            const __m256i b = t + 1 < taps ? _mm256_loadu_si256((const __m256i *)(rows[t + 1] + x)) : zero;
-            const __m256i kk = _mm256_set1_epi32(
-                (int32_t)((uint32_t)(uint16_t)k[t] | (t + 1 < taps ? (uint32_t)(uint16_t)k[t + 1] << 16 : 0)));
-            const __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), kk));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), kk));
-            s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), kk));
-            s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), kk));
-        }
-        s0 = _mm256_sra_epi32(s0, shift);
-        s1 = _mm256_sra_epi32(s1, shift);
-        s2 = _mm256_sra_epi32(s2, shift);
-        s3 = _mm256_sra_epi32(s3, shift);
-        /* the unpacks and packs all stay within 128-bit lanes: bytes in order */
-        const __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
-        _mm256_storeu_si256((__m256i *)(out + x), v);
-    }
-    rs_vertical_row(rows, k, taps, precision, out, x, bytes);
-}
-
-static int rs_have_avx2(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
-}
+#include "_resample_avx2.h"
 
 /* ---- AVX-512 (F, BW, VBMI) ---- */
 

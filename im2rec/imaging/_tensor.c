@@ -18,7 +18,7 @@
  * gives uint8 planes (split), else float32 (normalise).
  *
  * The row writers are in _planes.h, the resampler in _resample.h (RGB
- * rows in planes: _planar_x86.h), the tests' probes in _probes.h; the C
+ * rows in planes: _planar_x86.h, _planar_avx2.h), the tests' probes in _probes.h; the C
  * table other extensions call (_tensor_api.h) is at the end. Every size and
  * offset is checked against the buffers before anything is read or
  * written. Runs without the GIL.
@@ -28,6 +28,7 @@
 #include "_planes.h"
 #ifdef RS_X86
 #include "_planar_x86.h"
+#include "_planar_avx2.h"
 #endif
 #include "_tensor_api.h"
 #include <stdint.h>
@@ -184,25 +185,32 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
     unsigned char *tmp = NULL, *row = NULL;
     const unsigned char **rows = NULL;
     const void *wide = NULL;
-    int planar = 0;
+    int planar = 0;  /* 1: AVX-512's planar pass, 2: AVX2's */
 #ifdef RS_X86
     rs_wide plan;
     rs_planar planes;
+    rs_planar2 planes2;
 #endif
-    if (rs_plan(&h, width, box[0], box[2], out_w, filter, vector >= 2) < 0 ||
-        rs_plan(&v, height, box[1], box[3], out_h, filter, vector >= 2) < 0)
+    if (rs_plan(&h, width, box[0], box[2], out_w, filter, vector) < 0 ||
+        rs_plan(&v, height, box[1], box[3], out_h, filter, vector) < 0)
         goto done;
     /* Pillow skips a pass that would change nothing; so do we (same bytes).
        RGB rows (pixel_bytes 3, the training crop's) go through the
-       horizontal pass into planar rows (_planar_x86.h) where the CPU and
+       horizontal pass into planar rows (_planar_x86.h, _planar_avx2.h) where the CPU and
        the plan allow, else become RGBX on the way: through the horizontal
        pass, or where there is none, copied out. */
     const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
     const int down = out_h != height || box[1] != 0 || box[3] != (float)out_h;
     const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
 #ifdef RS_X86
-    planar = across && pixel_bytes == 3 && channels == 3 && vector >= 2 &&
-             rs_have_avx512_planar() && rs_planar_plan(&planes, &h, out_w, width, flip) == 0;
+    if (across && pixel_bytes == 3 && channels == 3) {
+        if (vector >= 2 && rs_have_avx512_planar() &&
+            rs_planar_plan(&planes, &h, out_w, width, flip) == 0)
+            planar = 1;
+        else if (vector >= 1 && rs_have_avx2() &&
+                 rs_planar2_plan(&planes2, &h, out_w, width, flip) == 0)
+            planar = 2;
+    }
 #endif
     const int bpp = planar ? 3 : pixel_bytes == 3 ? 4 : pixel_bytes;
     const int widen = pixel_bytes == 3 && !across;
@@ -221,14 +229,18 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
         goto done;
     }
 #ifdef RS_X86
-    if (planar)
+    if (planar == 1)
         rs_planar_horizontal(src, row_bytes, first, count, &planes, out_w, h.precision, tmp, pitch);
+    else if (planar == 2)
+        rs_planar2_horizontal(src, row_bytes, width, first, count, &planes2, out_w, h.precision,
+                              tmp, pitch);
     else if (across && pixel_bytes > 1 && vector >= 2 && rs_have_avx512() &&
              rs_wide_plan(&plan, &h, out_w, width, pixel_bytes) == 0)
         wide = &plan;
 #endif
     if (across && !planar)
-        rs_horizontal(src, row_bytes, pixel_bytes, bpp, first, count, &h, out_w, tmp, vector, wide);
+        rs_horizontal(src, row_bytes, pixel_bytes, bpp, width, first, count, &h, out_w, tmp, vector,
+                      wide);
     for (int y = 0; widen && y < count; y++)
         for (int x = 0; x < out_w; x++) {
             const unsigned char *from = src + (size_t)(first + y) * row_bytes + (size_t)x * 3;
@@ -255,7 +267,10 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
             if (k != NULL) {
                 float *const to[3] = {(float *)out + at, (float *)out + plane + at,
                                       (float *)out + 2 * plane + at};
-                rs_planar_floats(made, to, out_w, k, mk);
+                if (planar == 1)
+                    rs_planar_floats(made, to, out_w, k, mk);
+                else
+                    rs_planar2_floats(made, to, out_w, k, mk);
             } else {
                 unsigned char *const to[3] = {(unsigned char *)out + at,
                                               (unsigned char *)out + plane + at,
@@ -272,7 +287,8 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
 done:
 #ifdef RS_X86
     if (wide != NULL) rs_wide_free(&plan);
-    if (planar) rs_planar_free(&planes);
+    if (planar == 1) rs_planar_free(&planes);
+    if (planar == 2) rs_planar2_free(&planes2);
 #endif
     free(tmp);
     free(row);

@@ -16,8 +16,8 @@ def normalise(
     /,
 ) -> None: ...
 def _plan(
-    in_size: int, in0: float, in1: float, out_size: int, filter: int, fast: bool, /
+    in_size: int, in0: float, in1: float, out_size: int, filter: int, fast: int, /
 ) -> tuple[list[int], list[int], bytes, int] | None: ...
 def _planar(
-    in_size: int, in0: float, in1: float, out_size: int, filter: int, /
+    in_size: int, in0: float, in1: float, out_size: int, filter: int, avx2: bool = ..., /
 ) -> tuple[int, int] | None: ...

@@ -5,6 +5,7 @@ every size checked before anything is read or written."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -113,10 +114,11 @@ def test_float_planes_are_the_uint8_planes_normalised(
         np.testing.assert_array_equal(out, planes * k[:, None, None] - mk[:, None, None])
 
 
-# Each way the planar horizontal pass can run (_planar_x86.h): (loads, pairs)
-# of a row of `width` RGB pixels to `size` columns. Enlarging takes one pair
-# of taps from one 64-byte load; shrinking a little two pairs; more, two
-# loads; a longer filter more pairs; past ~2.5x the RGBX path takes it.
+# Each way the planar horizontal pass can run: (loads, pairs) of a row of
+# `width` RGB pixels to `size` columns. AVX-512 (_planar_x86.h): enlarging
+# takes one pair of taps from one 64-byte load; shrinking a little two
+# pairs; more, two loads; a longer filter more pairs; past ~2.5x the RGBX
+# path takes it.
 PLANAR_CASES = [
     (150, 224, R.BILINEAR, (1, 1)),
     (260, 224, R.BILINEAR, (1, 2)),
@@ -127,6 +129,46 @@ PLANAR_CASES = [
     (40, 37, R.HAMMING, (1, 2)),
     (90, 30, R.BILINEAR, None),
 ]
+# AVX2 (_planar_avx2.h), lanes of four outputs: enlarging with two taps
+# reads one 16-byte load a lane, longer filters and small shrinks two; past
+# ~1.6x the RGBX path. Rows shorter than a load put every lane at the row's
+# end (the loads copied); partial blocks of eight at the right.
+AVX2_CASES = [
+    (150, 224, R.BILINEAR, (1, 1)),
+    (50, 220, R.BICUBIC, (1, 2)),
+    (5, 77, R.BICUBIC, (1, 3)),
+    (260, 224, R.BILINEAR, (2, 2)),
+    (150, 221, R.LANCZOS, (2, 3)),
+    (14, 9, R.BICUBIC, (2, 4)),
+    (4, 7, R.BILINEAR, (1, 1)),
+    (450, 224, R.BILINEAR, None),
+]
+
+
+def rgb_rows_in_planes(width: int, size: int, method: int, vector: int) -> None:
+    """RGB rows of `width` pixels resampled (to `size` x 29) by the kernels
+    `vector` picks: the RGBX kernels' and the portable loops' bytes, and
+    floats the same bytes normalised, mirrored or not."""
+    rng = np.random.default_rng(width)
+    pixels = np.sort(rng.integers(0, 256, (23, width, 4), np.uint8), axis=1)
+    box, out_size = (0.0, 0.5, float(width), 21.75), (size, 29)
+    for flip in (False, True):
+        want = resample(pixels, box, out_size, method, flip, vector=0)
+        np.testing.assert_array_equal(want, resample(pixels, box, out_size, method, flip))
+        rgb = pixels[:, :, :3]
+        np.testing.assert_array_equal(
+            want, resample(rgb, box, out_size, method, flip, vector=vector)
+        )
+        got = resample(rgb, box, out_size, method, flip, vector=vector, pad=3)
+        np.testing.assert_array_equal(want, got)
+        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip, vector=0))
+        k = [0.017, 0.0175, 0.0174]
+        mk = [2.1, 2.03, 1.8]
+        floats = np.empty((3, 29, size), np.float32)
+        tensor.resample(floats, rgb.tobytes(), width * 3, 3, width, 23, box, int(method), 3,
+                        size, 29, k, mk, flip, vector)  # fmt: skip
+        kk, mm = np.array(k, np.float32)[:, None, None], np.array(mk, np.float32)[:, None, None]
+        np.testing.assert_array_equal(floats, want * kk - mm)
 
 
 @pytest.mark.parametrize(("width", "size", "method", "shape"), PLANAR_CASES)
@@ -141,23 +183,80 @@ def test_rgb_rows_in_planes_give_the_rgbx_paths_bytes(
     if planar is None and shape is not None:
         pytest.skip("this CPU has no AVX-512 VBMI: the planar pass does not run here")
     assert planar == shape
-    rng = np.random.default_rng(width)
-    pixels = np.sort(rng.integers(0, 256, (23, width, 4), np.uint8), axis=1)
-    box, out_size = (0.0, 0.5, float(width), 21.75), (size, 29)
-    for flip in (False, True):
-        want = resample(pixels, box, out_size, method, flip, vector=0)
-        np.testing.assert_array_equal(want, resample(pixels, box, out_size, method, flip))
-        rgb = pixels[:, :, :3]
-        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip))
-        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip, pad=3))
-        np.testing.assert_array_equal(want, resample(rgb, box, out_size, method, flip, vector=0))
-        k = [0.017, 0.0175, 0.0174]
-        mk = [2.1, 2.03, 1.8]
-        floats = np.empty((3, 29, size), np.float32)
-        tensor.resample(floats, rgb.tobytes(), width * 3, 3, width, 23, box, int(method), 3,
-                        size, 29, k, mk, flip)  # fmt: skip
-        kk, mm = np.array(k, np.float32)[:, None, None], np.array(mk, np.float32)[:, None, None]
-        np.testing.assert_array_equal(floats, want * kk - mm)
+    rgb_rows_in_planes(width, size, method, vector=2)
+
+
+@pytest.mark.parametrize(("width", "size", "method", "shape"), AVX2_CASES)
+def test_rgb_rows_in_avx2_planes_give_the_rgbx_paths_bytes(
+    width: int, size: int, method: int, shape: tuple[int, int] | None
+) -> None:
+    # The same where the CPU has AVX2 only (vector 1 asks for it on any
+    # x86 CPU): lanes of four outputs, blocks of eight.
+    planar = tensor._planar(width, 0.0, float(width), size, int(method), True)
+    if planar is None and shape is not None:
+        pytest.skip("this CPU has no AVX2: the planar pass does not run here")
+    assert planar == shape
+    rgb_rows_in_planes(width, size, method, vector=1)
+    if tensor._planar(width, 0.0, float(width), size, int(method)) is None:
+        rgb_rows_in_planes(width, size, method, vector=2)  # the best this CPU has
+
+
+def guarded(data: bytes) -> tuple[Any, np.ndarray]:
+    """data at the very end of a page followed by one that may not be read:
+    a read past its end faults (with or without a sanitizer)."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    size = (len(data) + page - 1) // page * page
+    region = mmap.mmap(-1, size + page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(base + size, page, 0) == 0, ctypes.get_errno()  # PROT_NONE
+    view = np.frombuffer(region, np.uint8, len(data), size - len(data))
+    view[:] = np.frombuffer(data, np.uint8)
+    return region, view
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through libc: Linux")
+@pytest.mark.parametrize(("width", "size", "method"), [(c[0], c[1], c[2]) for c in AVX2_CASES])
+def test_the_rgb_kernels_read_nothing_past_the_window(width: int, size: int, method: int) -> None:
+    # The kernels load 8, 16 or 32 bytes at a time; at the last row's end
+    # they copy what lies in the row instead. The window's last byte here
+    # is the last readable one.
+    rng = np.random.default_rng(size)
+    rgb = rng.integers(0, 256, (23, width, 3), np.uint8)
+    want = resample(rgb, (0.0, 0.5, float(width), 23.0), (size, 29), method, vector=0)
+    region, view = guarded(rgb.tobytes())
+    for vector in (2, 1, 0):
+        for flip in (False, True):
+            out = np.empty((3, 29, size), np.uint8)
+            assert tensor.resample(out, view, width * 3, 3, width, 23, (0.0, 0.5, float(width), 23.0),
+                                   int(method), 3, size, 29, None, None, flip, vector)  # fmt: skip
+            np.testing.assert_array_equal(out, want[:, :, ::-1] if flip else want)
+    del view
+    region.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through libc: Linux")
+@pytest.mark.parametrize("method", [R.BILINEAR, R.BICUBIC])
+def test_the_rgbx_kernel_on_rgb_rows_reads_nothing_past_the_window(method: int) -> None:
+    # Shrinks past the planar passes' reach take the four-row kernel, whose
+    # pixel pairs are eight-byte loads of six RGB bytes: many row widths, so
+    # that some output's fixed loads end right at the window's last byte.
+    rng = np.random.default_rng(int(method))
+    for width in range(290, 330):
+        rgb = rng.integers(0, 256, (9, width, 3), np.uint8)
+        want = resample(rgb, (0.0, 0.0, float(width), 9.0), (131, 5), method, vector=0)
+        region, view = guarded(rgb.tobytes())
+        for vector in (2, 1):
+            out = np.empty((3, 5, 131), np.uint8)
+            assert tensor.resample(out, view, width * 3, 3, width, 9, (0.0, 0.0, float(width), 9.0),
+                                   int(method), 3, 131, 5, None, None, False, vector)  # fmt: skip
+            np.testing.assert_array_equal(out, want)
+        del view
+        region.close()
 
 
 def test_the_planar_probe_checks_its_sizes() -> None:
@@ -166,6 +265,7 @@ def test_the_planar_probe_checks_its_sizes() -> None:
         with pytest.raises(ValueError):
             tensor._planar(*bad, int(R.BILINEAR))
     assert tensor._planar(10, 0.0, 10.0, 8, 99) is None  # no such filter
+    assert tensor._planar(10, 0.0, 10.0, 8, 99, True) is None
 
 
 def test_gray_pixels_fill_three_planes() -> None:
@@ -240,11 +340,13 @@ def test_the_fast_weights_are_the_portable_weights(
     axis: tuple[int, float, float, int, int],
 ) -> None:
     # The AVX-512 plan (bilinear weights eight at a time, the maximum and the
-    # rounding sixteen at a time) against the scalar loops, weight for
-    # weight: a weight one unit off would change few output bytes.
+    # rounding sixteen at a time) and the AVX2 one (four, four and eight)
+    # against the scalar loops, weight for weight: a weight one unit off
+    # would change few output bytes.
     in_size, in0, in1, out_size, method = axis
-    fast = tensor._plan(in_size, in0, in1, out_size, int(method), True)
-    assert fast == tensor._plan(in_size, in0, in1, out_size, int(method), False)
+    portable = tensor._plan(in_size, in0, in1, out_size, int(method), 0)
+    assert tensor._plan(in_size, in0, in1, out_size, int(method), 2) == portable
+    assert tensor._plan(in_size, in0, in1, out_size, int(method), 1) == portable
 
 
 def test_the_plan_hook_checks_its_sizes() -> None:
