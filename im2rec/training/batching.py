@@ -11,10 +11,12 @@ counts. No pixel array crosses a pipe.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import math
 import os
 import sys
+import warnings
 import weakref
 from collections import deque
 from concurrent.futures import Future
@@ -200,6 +202,30 @@ class Ring(shared_memory.SharedMemory):
         with contextlib.suppress(BufferError):
             super().close()
 
+    @classmethod
+    def taken(cls, size: int) -> Ring | None:
+        """A new block of ``size`` bytes whose memory is taken now, or None
+        where the system's shared memory (``/dev/shm``: 64 MB in a Docker
+        container unless ``--shm-size`` says more) has no room for it. A
+        block made with its size alone maps all the same, and the first
+        worker to write past the room left dies of SIGBUS."""
+        ring = cls(create=True, size=size)
+        fd = getattr(ring, "_fd", -1)  # (CPython's descriptor of it, on POSIX)
+        if fd < 0 or not hasattr(os, "posix_fallocate"):
+            return ring
+        try:
+            room = os.fstatvfs(fd)
+            if room.f_frsize and size > room.f_bavail * room.f_frsize:
+                raise OSError(errno.ENOSPC, "no room")  # (nothing taken to find out)
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+                return ring  # no fallocate here: its memory is taken as it is written
+            ring.close()
+            ring.unlink()
+            return None
+        return ring
+
 
 def check_memory(size: int, slots: int) -> None:
     """Refuse a batch ring larger than half of this machine's memory before
@@ -271,9 +297,24 @@ class Workers:
         self.count = count
         # a job is sent as one message: its offsets and stops, 16 bytes a record
         fits = layout.batch_size * 16 + (16 << 10) <= JOB_BYTES
-        self.kind: Literal["inline", "processes", "threads"] = (
+        kind: Literal["inline", "processes", "threads"] = (
             "inline" if count <= 1 else "processes" if fits and fork_is_safe() else "threads"
         )
+        slots = max(1, prefetch, count) if count > 1 else 1
+        size = slots * layout.slot_bytes
+        check_memory(size, slots)
+        self.shm = Ring.taken(size) if kind == "processes" else None
+        if kind == "processes" and self.shm is None:
+            kind = "threads"
+            warnings.warn(
+                f"ImageRecordIter: the shared memory (/dev/shm) has no room for {slots} batches "
+                f"in flight ({size / 2**20:,.0f} MiB), so its workers are threads of this "
+                "process, which is slower; give it more room (Docker: --shm-size), or use a "
+                "smaller batch_size, data_shape or prefetch_buffer",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self.kind = kind
         self.layout, self.augmenter = layout, augmenter
         self.executor = LocalExecutor(count) if self.kind == "threads" else None
         # Threads and the inline path share one reader (pread needs no lock);
@@ -283,10 +324,6 @@ class Workers:
             if self.kind == "processes"
             else RecordReader(rec, storage_options=storage_options, cache=cache)
         )
-        slots = max(1, prefetch, count) if count > 1 else 1
-        size = slots * layout.slot_bytes
-        check_memory(size, slots)
-        self.shm = Ring(create=True, size=size) if self.kind == "processes" else None
         # a batch can be a view of its slot while the workers keep a slot each
         self.slots = SlotPool(slots, slots - count if count > 1 else 0)
         self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
