@@ -32,6 +32,7 @@ from ..recordio import RecordReader
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 from .filling import BatchJob, BatchResult, fill_batch
+from .loading import take_memory
 from .procpool import JOB_BYTES, BatchProcesses, Ticket
 
 __all__ = [
@@ -204,20 +205,15 @@ class Ring(shared_memory.SharedMemory):
 
     @classmethod
     def taken(cls, size: int) -> Ring | None:
-        """A new block of ``size`` bytes whose memory is taken now, or None
-        where the system's shared memory (``/dev/shm``: 64 MB in a Docker
-        container unless ``--shm-size`` says more) has no room for it. A
-        block made with its size alone maps all the same, and the first
-        worker to write past the room left dies of SIGBUS."""
+        """A new block of ``size`` bytes whose memory is taken now
+        (:func:`~im2rec.training.loading.take_memory`), or None where
+        ``/dev/shm`` has no room for it."""
         ring = cls(create=True, size=size)
         fd = getattr(ring, "_fd", -1)  # (CPython's descriptor of it, on POSIX)
-        if fd < 0 or not hasattr(os, "posix_fallocate"):
+        if fd < 0:
             return ring
         try:
-            room = os.fstatvfs(fd)
-            if room.f_frsize and size > room.f_bavail * room.f_frsize:
-                raise OSError(errno.ENOSPC, "no room")  # (nothing taken to find out)
-            os.posix_fallocate(fd, 0, size)
+            take_memory(fd, size)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
                 return ring  # no fallocate here: its memory is taken as it is written

@@ -34,6 +34,7 @@ moves it as it moves any tensor.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import multiprocessing
@@ -48,7 +49,7 @@ import numpy as np
 
 from ..executors import tune_malloc
 
-__all__ = ["SHM_DIR", "SLOTS", "Batch", "Lease", "Slots", "collate", "new_batch"]
+__all__ = ["SHM_DIR", "SLOTS", "Batch", "Lease", "Slots", "collate", "new_batch", "take_memory"]
 
 #: where the blocks live (None: no pooled blocks on this system)
 SHM_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -57,6 +58,21 @@ SHM_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 SLOTS = 4
 _FREE, _HELD = 0, 1
 _HEADER = mmap.PAGESIZE  # the slots' flags, one byte each
+
+
+def take_memory(fd: int, size: int) -> None:
+    """Take the memory of the first ``size`` bytes of the shared-memory file
+    ``fd`` now, so that a process writing to its map later cannot die of
+    SIGBUS when ``/dev/shm`` (64 MB in a Docker container unless
+    ``--shm-size`` says more) has no room left: OSError (ENOSPC) where it
+    has not, found from the file system's free space first, so that nothing
+    is taken to find out. Where the system has no ``posix_fallocate`` the
+    memory is still taken as it is written."""
+    room = os.fstatvfs(fd)
+    if room.f_frsize and size > room.f_bavail * room.f_frsize:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, size)
 
 
 class Slots:
@@ -70,10 +86,8 @@ class Slots:
         self.owner = (os.getpid(), _started(os.getpid()))
         fd, self.path = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=SHM_DIR)
         try:
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, size)  # ENOSPC now rather than SIGBUS later
-            else:  # pragma: no cover - every Linux has it
-                os.ftruncate(fd, size)
+            os.ftruncate(fd, size)
+            take_memory(fd, size)  # ENOSPC now rather than SIGBUS later
             self.map = mmap.mmap(fd, size)
         except BaseException:
             os.unlink(self.path)
