@@ -347,16 +347,42 @@ class IndexedRecordReader(RecordReader):
         loop) reads each as :meth:`read_position` does, in one ``pread``.
         None where that does not apply (:meth:`span_fd`; offsets that do
         not rise)."""
-        import numpy as np
 
         fd = self.span_fd()
-        if fd is None or self.stops is None:
+        bounds = None if fd is None else self.span_bounds(positions)
+        return None if fd is None or bounds is None else (fd, *bounds)
+
+    def span_bounds(self, positions: Any) -> tuple[Any, Any] | None:
+        """``(starts, stops)`` of :meth:`spans`, for any file (a store's
+        too), or None where the index's offsets do not rise or
+        :data:`SPAN_MISSES` spans were not one whole record."""
+        import numpy as np
+
+        if self._view is None:
+            self._ensure_open()
+        if self.stops is None or self._span_misses >= SPAN_MISSES:
             return None
         offsets = np.asarray(self._offsets, np.int64)
         after = positions + 1  # stops[i] is offset i + 1, the file's size after the last
         ends = np.where(after < len(offsets), offsets[np.minimum(after, len(offsets) - 1)],
                         self._size)  # fmt: skip
-        return fd, np.ascontiguousarray(offsets[positions]), np.ascontiguousarray(ends, np.int64)
+        return np.ascontiguousarray(offsets[positions]), np.ascontiguousarray(ends, np.int64)
+
+    def whole_span(self, start: int, stop: int) -> bytes | None:
+        """The file's bytes ``start:stop`` (a store's too, through its block
+        cache) when they are exactly one whole record, framing and all, as
+        :meth:`read_span` checks them; else None, counted as one of its
+        misses (after :data:`SPAN_MISSES`, :meth:`span_bounds` says None)."""
+        view = self._view if self._view is not None else self._ensure_open()
+        size = stop - start
+        if 8 <= size <= SPAN_LIMIT and stop <= self._size:
+            data = bytes(view[start:stop])
+            if len(data) == size:
+                magic, lrec = unpack_head(data, 0)
+                if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size:
+                    return data
+        self._span_misses += 1
+        return None
 
     def read_key(self, key: Any, *, copy: bool = True) -> bytes:
         """The record stored under ``key`` (``KeyError`` if there is none)."""

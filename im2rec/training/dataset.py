@@ -186,6 +186,8 @@ class RecordDataset:
             # (an index out of range: the per-sample path raises IndexError at its sample)
             native = positions.min() >= 0 and positions.max() < n
         source = self.reader.spans(positions) if native else None
+        if source is None and native:  # a store's records: staged for the same C loop
+            source = _staged(self.reader, positions)
         if source is None:
             return [self._fetch(i, images[j], write)[1] for j, i in enumerate(indices)]
         fd, starts, stops = source
@@ -306,3 +308,41 @@ class RecordDataset:
 
     def __repr__(self) -> str:
         return f"RecordDataset({self.reader.name!r}, {len(self)} records, layout={self.layout!r})"
+
+
+#: this process's staging file (pid, fd): a batch's records from a store
+_STAGE: list[tuple[int, int]] = []
+#: the most a batch stages (64 MB: 64 records of 1 MB); the rest of its
+#: records take the per-sample path, so an index of huge spans cannot make
+#: a worker hold more
+STAGE_LIMIT = 64 << 20
+
+
+def _staged(reader: IndexedRecordReader, positions: np.ndarray) -> tuple[int, Any, Any] | None:
+    """``(fd, starts, stops)`` as :meth:`IndexedRecordReader.spans` gives
+    for a local file, for records that are not in one (a store, through its
+    block cache): their bytes copied, framing and all, into an in-memory
+    file of this process's, so the batch goes through the same C loop as a
+    local file's. A span that is not one whole record (or past
+    :data:`SPAN_LIMIT`, or :data:`STAGE_LIMIT` in all) is staged empty: the
+    loop stops at it and the per-sample path reads it from the reader, as
+    it would have; after :data:`SPAN_MISSES` such, there is no staging. None
+    where there is no ``memfd_create`` (not Linux) or the offsets do not
+    rise."""
+    bounds = reader.span_bounds(positions) if hasattr(os, "memfd_create") else None
+    if bounds is None:
+        return None
+    starts, stops = bounds
+    pid = os.getpid()
+    if not _STAGE or _STAGE[0][0] != pid:  # a forked worker makes its own
+        _STAGE[:] = [(pid, os.memfd_create("im2rec-records", os.MFD_CLOEXEC))]
+    fd = _STAGE[0][1]
+    at, new_starts, new_stops = 0, np.empty_like(starts), np.empty_like(stops)
+    for j, (start, stop) in enumerate(zip(starts.tolist(), stops.tolist(), strict=True)):
+        data = reader.whole_span(start, stop) if at + stop - start <= STAGE_LIMIT else None
+        data = data or b""
+        os.pwrite(fd, data, at)
+        new_starts[j], new_stops[j] = at, at + len(data)
+        at += len(data)
+    os.ftruncate(fd, at)  # the last batch's bytes beyond are not kept
+    return fd, new_starts, new_stops

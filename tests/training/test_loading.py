@@ -209,3 +209,133 @@ def test_a_shorter_batch_takes_a_slot_of_the_block_it_fits(
     assert full.home is not None and short.home is not None
     assert short.home.slots is full.home.slots and short.home.slot != full.home.slot
     assert len(loading._OWN[1]) == 1
+
+
+def in_child(check: Any) -> None:
+    """``check()`` in a forked child, its failure raised here: reading a URL
+    starts fsspec's event-loop thread for good, and in this process that
+    thread would make every later ImageRecordIter choose threads over
+    processes (fork is unsafe beside a foreign thread)."""
+    import traceback
+
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def run() -> None:
+        try:
+            check()
+            send.send(None)
+        except BaseException:
+            send.send(traceback.format_exc())
+
+    child = context.Process(target=run)
+    child.start()
+    failure = receive.recv() if receive.poll(120) else "the child did not answer in 120 s"
+    child.join(30)
+    assert failure is None, failure
+
+
+def test_a_stores_batch_goes_through_the_c_loop_as_a_files_does(
+    rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records from a store (through its block cache) are staged in memory
+    and decoded by the same C loop as a local file's: the same samples as
+    one at a time, and as the local file gives; a batch staged in part, or
+    not at all (every span too big), gives them too."""
+    from im2rec.recordio import reader as reader_module
+    from im2rec.storage.blockcache import BlockCache
+    from im2rec.training import dataset as dataset_module
+
+    from ..rangeserver import serving
+    from .test_blockorder import needs_remote
+
+    needs_remote()
+    staged: list[int] = []
+    real = dataset_module._staged
+
+    def counted(reader: Any, positions: Any) -> Any:  # the real staging, counted
+        got = real(reader, positions)
+        staged.append(-1 if got is None else len(got[1]))
+        return got
+
+    monkeypatch.setattr(dataset_module, "_staged", counted)
+    augment = training(rec).transform
+    order = [5, 0, 39, 5, 17, 22]
+    fresh_rng(monkeypatch, 4)
+    local = training(rec).__getitems__(order)
+    assert staged == []  # a local file is read in place
+
+    def check() -> None:
+        with serving(rec.parent) as server:
+            cache = BlockCache(str(tmp_path / "cache"), budget=64 << 20, block_bytes=1 << 16)
+            ds = RecordDataset(f"{server.url}/data.rec", output="bytes", transform=augment,
+                               cache=cache)  # fmt: skip
+            fresh_rng(monkeypatch, 4)
+            one_by_one = [ds[i] for i in order]
+            fresh_rng(monkeypatch, 4)
+            batch = ds.__getitems__(order)
+            assert staged == [len(order)]
+            for (image, label), (want, want_label), (mine, my_label) in zip(
+                batch, one_by_one, local, strict=True
+            ):
+                assert np.array_equal(image, want) and np.array_equal(image, mine)
+                assert label == want_label == my_label
+            for module, name, limit in ((dataset_module, "STAGE_LIMIT", 4000),
+                                        (reader_module, "SPAN_LIMIT", 64)):  # fmt: skip
+                # a batch staged in part, then every span too big to stage
+                monkeypatch.setattr(module, name, limit)
+                fresh_rng(monkeypatch, 4)
+                again = ds.__getitems__(order)
+                assert np.array_equal(again.images, batch.images)
+
+    in_child(check)
+
+
+def test_a_stores_spans_that_miss_stop_the_staging(
+    rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index listing every other record (each span holds two): nothing is
+    staged wrongly, each sample is still right, and after SPAN_MISSES such
+    spans the reader stops staging, so such an index cannot make a worker
+    copy megabytes a record."""
+    from im2rec.recordio import reader as reader_module
+    from im2rec.storage.blockcache import BlockCache
+    from im2rec.training import dataset as dataset_module
+
+    from ..rangeserver import serving
+    from .test_blockorder import needs_remote
+
+    needs_remote()
+    lines = (rec.with_suffix(".idx")).read_text().splitlines()[::2]
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "data.rec").write_bytes(rec.read_bytes())
+    (served / "data.idx").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(reader_module, "SPAN_MISSES", 4)
+    staged: list[bool] = []
+    real = dataset_module._staged
+
+    def counted(reader: Any, positions: Any) -> Any:  # the real staging, counted
+        got = real(reader, positions)
+        staged.append(got is not None)
+        return got
+
+    monkeypatch.setattr(dataset_module, "_staged", counted)
+    augment = training(rec).transform
+
+    def check() -> None:
+        with serving(served) as server:
+            cache = BlockCache(str(tmp_path / "cache"), budget=64 << 20, block_bytes=1 << 16)
+            ds = RecordDataset(f"{server.url}/data.rec", output="bytes", transform=augment,
+                               cache=cache)  # fmt: skip
+            order = [0, 3, 5, 7, 9, 11]
+            fresh_rng(monkeypatch, 5)
+            one_by_one = [ds[i] for i in order]
+            fresh_rng(monkeypatch, 5)
+            batch = ds.__getitems__(order)
+            for (image, label), (want, want_label) in zip(batch, one_by_one, strict=True):
+                assert np.array_equal(image, want) and label == want_label
+            assert ds.__getitems__(order[:2]) is not None
+            assert staged[0] and not staged[-1]  # staged at first, not once 4 spans missed
+
+    in_child(check)
