@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from im2rec import native
 from im2rec.recordio import IndexedRecordWriter, pack
 from im2rec.training import loading
-from im2rec.training.augment import Augmenter
+from im2rec.training.augment import Augmenter, fused
 from im2rec.training.augment import seeding as augment_module
 from im2rec.training.dataset import RecordDataset
 
@@ -211,6 +212,12 @@ def test_a_shorter_batch_takes_a_slot_of_the_block_it_fits(
     assert len(loading._OWN[1]) == 1
 
 
+#: the C batch loop a store's batches are staged for (not in the no-native run)
+needs_c_loop = pytest.mark.skipif(
+    native.switched_off() or fused._jpeg is None, reason="no C batch loop without the extensions"
+)
+
+
 def in_child(check: Any) -> None:
     """``check()`` in a forked child, its failure raised here: reading a URL
     starts fsspec's event-loop thread for good, and in this process that
@@ -235,6 +242,7 @@ def in_child(check: Any) -> None:
     assert failure is None, failure
 
 
+@needs_c_loop
 def test_a_stores_batch_goes_through_the_c_loop_as_a_files_does(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,6 +299,7 @@ def test_a_stores_batch_goes_through_the_c_loop_as_a_files_does(
     in_child(check)
 
 
+@needs_c_loop
 def test_a_stores_spans_that_miss_stop_the_staging(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
