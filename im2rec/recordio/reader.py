@@ -127,11 +127,8 @@ class RecordReader:
             and self._span_misses < SPAN_MISSES
         ):
             data = pread(view.fd, size, offset)
-            if len(data) == size:
-                magic, lrec = unpack_head(data, 0)
-                # a whole record (cflag 0: lrec is its length) filling the span
-                if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size:
-                    return memoryview(data)[8 : 8 + lrec]
+            if _whole_record(data, size):
+                return memoryview(data)[8 : 8 + (unpack_head(data, 0)[1])]
             self._span_misses += 1
         return self.read_at(offset)
 
@@ -377,10 +374,8 @@ class IndexedRecordReader(RecordReader):
         size = stop - start
         if 8 <= size <= SPAN_LIMIT and stop <= self._size:
             data = bytes(view[start:stop])
-            if len(data) == size:
-                magic, lrec = unpack_head(data, 0)
-                if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size:
-                    return data
+            if _whole_record(data, size):
+                return data
         self._span_misses += 1
         return None
 
@@ -399,3 +394,12 @@ class IndexedRecordReader(RecordReader):
         """Every indexed record, in ``.idx`` order."""
         for position in range(len(self._offsets)):
             yield self[position]
+
+
+def _whole_record(data: bytes, size: int) -> bool:
+    """Whether ``data`` (a span read to be ``size`` bytes) is exactly one
+    whole record: cflag 0, so lrec is its length, filling the span."""
+    if len(data) != size:
+        return False
+    magic, lrec = unpack_head(data, 0)
+    return bool(magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size)
