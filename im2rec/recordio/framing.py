@@ -65,6 +65,8 @@ _PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
 _VECTOR_SCAN = 1 << 16
 _has_word: Callable[[bytes | bytearray | memoryview, bytes], bool] | None
 _has_word = getattr(native.load("words"), "has_word", None)
+_frame_whole: Callable[[bytes | bytearray | memoryview], bytes | None] | None
+_frame_whole = getattr(native.load("words"), "frame", None)
 
 #: What the readers slice: bytes-like objects, or a file read on demand.
 Buffer = bytes | bytearray | memoryview | mmap.mmap | FileView
@@ -96,6 +98,8 @@ def _head(cflag: int, length: int) -> bytes:
 def frame(data: bytes | bytearray | memoryview) -> bytes:
     """Return the on-disk bytes of one record holding ``data``, as one
     buffer (what a writer appends for a small record)."""
+    if _frame_whole is not None and (framed := _frame_whole(data)) is not None:
+        return framed  # (None: a record to split, or too large; said below)
     if isinstance(data, memoryview):
         data = data.tobytes()
     n = len(data)

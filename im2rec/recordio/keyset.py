@@ -35,9 +35,37 @@ class KeySet:
             return bool(self._bits[key >> 3] & (1 << (key & 7)))
         return key in self._others
 
-    def add(self, key: Any) -> None:
+    def insert(self, key: Any) -> bool:
+        """Add ``key``; False (and nothing changed) where it was there
+        already. A writer's per-record check: one lookup, not two."""
+        if type(key) is int and 0 <= key < len(self._bits) << 3:
+            bits, byte, bit = self._bits, key >> 3, 1 << (key & 7)
+            if bits[byte] & bit:
+                return False
+            bits[byte] |= bit
+            self._count += 1
+            return True
         if key in self:
-            return
+            return False
+        self._add_new(key)
+        return True
+
+    def add(self, key: Any) -> None:
+        if key not in self:
+            self._add_new(key)
+
+    def discard_new(self, key: Any) -> None:
+        """Take back a key :meth:`insert` has just added (its record was
+        not written after all)."""
+        if isinstance(key, int):
+            key = int(key)
+        if type(key) is int and 0 <= key < len(self._bits) << 3:
+            self._bits[key >> 3] &= ~(1 << (key & 7)) & 0xFF
+        else:
+            self._others.discard(key)
+        self._count -= 1
+
+    def _add_new(self, key: Any) -> None:
         if isinstance(key, int):
             key = int(key)
         self._count += 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -248,9 +248,10 @@ class MXIndexedRecordIO(MXRecordIO):
         if isinstance(buf, str):
             raise TypeError("write_idx() takes bytes, not str; encode the text first")
         writer = self._writer if self._writer is not None else self._live_writer()
-        key = self.key_type(idx)
-        # Per-record path: the write-mode dict and list exist since open().
-        cast(dict[Any, int], self._idx)[key] = cast(IndexedRecordWriter, writer).write_key(key, buf)
+        key = self.key_type(idx)  # (once, as MXNet: the writer takes it as it is)
+        # Per-record path (no cast(): it builds a generic alias a call). The
+        # write-mode dict and list exist since open().
+        self._idx[key] = writer.write_typed(key, buf)  # type: ignore[attr-defined,index]
         self._keys.append(key)  # type: ignore[union-attr]
 
 

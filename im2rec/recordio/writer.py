@@ -258,15 +258,25 @@ class IndexedRecordWriter(RecordWriter):
     ) -> int:
         """Append one record under ``key`` (its bytes: ``data`` then
         ``more``, and ``split``, as for :meth:`write`); return its offset."""
-        key = self.key_type(key)
+        return self.write_typed(self.key_type(key), data, *more, split=split)
+
+    def write_typed(
+        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None
+    ) -> int:
+        """:meth:`write_key` of a key already of ``key_type`` (the drop-in
+        ``write_idx`` converts it once, as MXNet does). The per-record path
+        of small records: one key lookup, one call to frame."""
         keys = self._keys
-        if keys is not None and key in keys:
+        if keys is not None and not keys.insert(key):
             raise DuplicateKeyError(
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
-        pos = self.write(data, *more, split=split) if more else self.write(data)
-        if keys is not None:
-            keys.add(key)
+        try:
+            pos = self.write(data, *more, split=split) if more else self.write(data)
+        except BaseException:
+            if keys is not None:
+                keys.discard_new(key)  # not written: it may come again
+            raise
         self._idx_append(f"{key}\t{pos}\n")  # format_index_line, inlined: per-record path
         return pos
 

@@ -147,11 +147,12 @@ def test_zero_copy_view_of_whole_record() -> None:
     assert isinstance(view, memoryview) and bytes(view) == b"hello" and nxt == 16
 
 
-def test_record_size_limit() -> None:
-    class FakeBig(bytes):
+def test_record_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeBig(bytes):  # (a length only Python sees: the C frame reads the buffer)
         def __len__(self) -> int:
             return MAX_RECORD_SIZE
 
+    monkeypatch.setattr(framing, "_frame_whole", None)
     with pytest.raises(RecordTooLargeError, match=r"536,870,912 bytes is too large"):
         frame(FakeBig())
 
@@ -270,6 +271,35 @@ def test_the_magic_word_scan_is_the_same_with_and_without_c(
         assert framing.has_aligned_magic(memoryview(data)[skip:]) == want
     finally:
         framing._has_word = c_scan
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=300),
+    st.lists(st.integers(min_value=0, max_value=300), max_size=3),
+    st.integers(min_value=0, max_value=3),
+)
+def test_the_c_frame_writes_what_python_does(body: bytes, places: list[int], skip: int) -> None:
+    """frame by the C call (when built) and by Python: the same bytes for
+    every length and start, a record to split (a magic word at a multiple
+    of 4) left to Python, any buffer type."""
+    data = bytearray(body)
+    for at in places:
+        data[at : at + 4] = framing.MAGIC_BYTES
+    pieces = (bytes(data[skip:]), memoryview(data)[skip:], bytearray(data[skip:]))
+    got = [frame(piece) for piece in pieces]
+    c_frame = framing._frame_whole
+    try:
+        framing._frame_whole = None  # as built without a compiler
+        want = frame(bytes(data[skip:]))
+    finally:
+        framing._frame_whole = c_frame
+    assert got == [want] * 3
+    assert read_record(want, 0, len(want), "t.rec") == (bytes(data[skip:]), len(want))
+    if c_frame is not None:
+        whole = c_frame(bytes(data[skip:]))
+        assert whole == (None if framing.has_aligned_magic(bytes(data[skip:])) else want)
+        assert c_frame(memoryview(bytes(data))[::2]) in (None, frame(bytes(data)[::2]))
 
 
 def _find_all(data: bytes, word: bytes) -> list[int]:

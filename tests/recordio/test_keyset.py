@@ -53,3 +53,22 @@ print(peak() - base)
     grown = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True).stdout)  # fmt: skip
     assert grown < 8 << 20, f"{grown / 1e6:.1f} MB for 5M keys"
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(KEYS, st.booleans()), max_size=200))
+def test_insert_and_taking_back_answer_as_a_set(steps: list[tuple[object, bool]]) -> None:
+    """insert (the writers' one lookup a record) says whether the key was
+    new, as ``len`` of a set would; discard_new takes back what it added."""
+    keys, expected = KeySet(), set()
+    for key, take_back in steps:
+        new = key not in expected
+        assert keys.insert(key) is new
+        expected.add(key)
+        if new and take_back:
+            keys.discard_new(key)
+            expected.discard(key)
+        assert len(keys) == len(expected)
+        assert (key in keys) == (key in expected)
+    for key, _ in steps:
+        assert (key in keys) == (key in expected), key

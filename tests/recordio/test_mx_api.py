@@ -220,4 +220,19 @@ def test_duplicate_keys_refused_on_write(paths: tuple[str, str]) -> None:
     w.write_idx(1, b"x")
     with pytest.raises(DuplicateKeyError, match="key 1 was already written"):
         w.write_idx(1, b"y")
+    with pytest.raises(TypeError):
+        w.write_idx(2, 3.5)  # type: ignore[arg-type]  # not written: key 2 stays free
+    w.write_idx(2, b"z")
     w.close()
+    r = MXIndexedRecordIO(*paths, "r")
+    assert (r.keys[:], r.read_idx(1), r.read_idx(2)) == ([1, 2], b"x", b"z")
+
+
+def test_key_type_runs_once_a_key(paths: tuple[str, str]) -> None:
+    """MXNet calls key_type once in write_idx; a key_type that is not
+    idempotent must not be applied twice."""
+    w = MXIndexedRecordIO(*paths, "w", key_type=lambda k: int(k) + 10)
+    w.write_idx("1", b"x")
+    assert list(w.idx) == w.keys == [11]
+    w.close()
+    assert Path(paths[0]).read_text() == "11\t0\n"
