@@ -1,5 +1,6 @@
 """The magic-word scan (``im2rec.recordio._words.has_word``) against its
-definition: the word at a multiple of 4 from the buffer's start."""
+definition: the word at a multiple of 4 from the buffer's start; and the
+whole-record frame (``_words.frame``) against the record's layout."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ def test_one(data: bytes) -> None:
         return
     want = any(bytes(buf[i : i + 4]) == word for i in range(0, len(buf) - 3, 4))
     assert found == want, (bytes(buf), word)
+    framed = _words.frame(buf)
+    if _words.has_word(buf, MAGIC):
+        assert framed is None
+        return
+    n = len(buf)
+    assert framed == MAGIC + n.to_bytes(4, "little") + bytes(buf) + bytes(-n % 4), bytes(buf)
+
+
+MAGIC = (0xCED7230A).to_bytes(4, "little")
 
 
 if __name__ == "__main__":
