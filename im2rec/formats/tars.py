@@ -34,7 +34,7 @@ from ..recordio.framing import has_aligned_magic
 from ..storage.confined import relative_name
 from ..storage.files import FileRange, HeldFile, open_regular, pread
 
-__all__ = ["BoundedTarInfo", "Data", "Sample", "samples"]
+__all__ = ["BoundedTarInfo", "Data", "Sample", "plain_header", "samples"]
 
 _BLOCK = 512
 #: a member's bytes: ``bytes``, or where they lie in the shard (a large
@@ -192,10 +192,7 @@ def _plain_members(tar: tarfile.TarFile, shard: str, limit: int) -> Iterator[Mem
     fileobj.seek(0)
     while True:
         offset = tar.offset
-        view = ahead.get(offset, _BLOCK)
-        found = _plain_file(view) if _plain_file is not None else None
-        if found is None and len(view) == _BLOCK:
-            found = _ustar_file(bytes(view))
+        found = plain_header(ahead.get(offset, _BLOCK))
         if found is None:
             fileobj.seek(tar.offset)  # where tarfile expects to read next
             member = _next(tar, shard)
@@ -266,8 +263,20 @@ class _Ahead(Chunks):
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
 
 # the check below for the usual spelling, in C: 3 us a member saved (optional)
-_plain_file: Callable[[memoryview], tuple[str, int] | None] | None
+_plain_file: Callable[[bytes | memoryview], tuple[str, int] | None] | None
 _plain_file = getattr(native.load("ustar"), "plain_file", None)
+
+
+def plain_header(block: bytes | memoryview) -> tuple[str, int] | None:
+    """``(name, size)`` where the 512-byte ``block`` is a plain ustar
+    regular-file header (no prefix, no extension, the checksum right: what
+    ``tarfile``, GNU tar, WebDataset and ``rec export`` write for a short
+    ASCII name), else None, and ``tarfile`` is to read it: the C check,
+    then the Python one for the other spellings of the numbers."""
+    found = _plain_file(block) if _plain_file is not None else None
+    if found is None and len(block) == _BLOCK:
+        found = _ustar_file(bytes(block))
+    return found
 
 
 def _ustar_file(block: bytes) -> tuple[str, int] | None:

@@ -83,19 +83,21 @@ def create_output(
                 )
             os.lseek(fd, 0, os.SEEK_END)
             return fd
-    else:
-        try:
-            os.unlink(
-                path, dir_fd=dir_fd
-            )  # a file or link in the way: replaced, not written through
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise _refused(path, exc) from None
+    flags = access | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:  # the usual case, nothing in the way: one system call
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    except OSError as exc:  # (a file where a folder should be: ENOTDIR, as unlink says it)
+        raise _refused(path, exc) from None
     try:
-        return os.open(
-            path, access | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd
-        )
+        os.unlink(path, dir_fd=dir_fd)  # a file or link in the way: replaced, not written through
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise _refused(path, exc) from None
+    try:
+        return os.open(path, flags, mode, dir_fd=dir_fd)
     except FileExistsError:
         raise OutputError(
             f"{os.fspath(path)}: something else created this name while im2rec was creating "

@@ -274,6 +274,18 @@ def test_create_output_replaces_what_is_in_the_way(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputError, match="folder or a symlink"):
         create_output(tmp_path / "d")
+    # a dangling link and a plain file in the way are replaced; a file where
+    # a folder should be is an error naming it
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for path in (dangling, victim):
+        fd = create_output(path)
+        os.write(fd, b"fresh")
+        os.close(fd)
+        assert not path.is_symlink() and path.read_bytes() == b"fresh"
+    assert not (tmp_path / "nowhere").exists()
+    with pytest.raises(OutputError, match="folder or a symlink"):
+        create_output(victim / "below")
 
 
 def test_the_library_writers_replace_a_planted_link(tmp_path: Path) -> None:
