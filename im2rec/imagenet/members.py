@@ -167,9 +167,7 @@ def class_files(fd: int, start: int, size: int, where: str) -> Iterator[ClassFil
         if checked is None:  # skipped unread (a "." entry)
             pos, head = after, memoryview(os.pread(fd, min(_BLOCK, end - after), after))
             continue
-        if "/" in checked:
-            raise DatasetError(f"{where}: unexpected folder in {checked!r}")
-        unique(checked, seen, where)
+        _one_file(checked, seen, where)
         want = after - data_at + min(_BLOCK, end - after)  # the file, and the next header
         got = memoryview(os.pread(fd, want, data_at))
         if len(got) < want:
@@ -179,6 +177,13 @@ def class_files(fd: int, start: int, size: int, where: str) -> Iterator[ClassFil
             )
         yield checked, got[:n], _BLOCK + n
         pos, head = after, got[after - data_at :]
+
+
+def _one_file(name: str, seen: set[str], where: str) -> None:
+    """A class tar holds files only, each name once."""
+    if "/" in name:
+        raise DatasetError(f"{where}: unexpected folder in {name!r}")
+    unique(name, seen, where)
 
 
 def _tarfile_files(
@@ -194,9 +199,7 @@ def _tarfile_files(
                 inner.members.clear()  # type: ignore[attr-defined]
                 if name is None:
                     continue
-                if "/" in name:
-                    raise DatasetError(f"{where}: unexpected folder in {name!r}")
-                unique(name, seen, where)
+                _one_file(name, seen, where)
                 f = inner.extractfile(info)
                 assert f is not None  # a regular file, checked by safe_name
                 yield name, f.read(), info.size + _BLOCK

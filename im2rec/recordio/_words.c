@@ -36,6 +36,19 @@ static int scan(const unsigned char *p, Py_ssize_t words, uint32_t needle) {
     return 0;
 }
 
+/* scan over a whole buffer, a large one without the GIL */
+static int scan_buffer(const Py_buffer *data, uint32_t needle) {
+    int found;
+    if (data->len >= (1 << 16)) {
+        Py_BEGIN_ALLOW_THREADS
+        found = scan(data->buf, data->len / 4, needle);
+        Py_END_ALLOW_THREADS
+    } else {
+        found = scan(data->buf, data->len / 4, needle);
+    }
+    return found;
+}
+
 static PyObject *has_word(PyObject *self, PyObject *args) {
     Py_buffer data, word;
     if (!PyArg_ParseTuple(args, "y*y*:has_word", &data, &word)) return NULL;
@@ -47,15 +60,7 @@ static PyObject *has_word(PyObject *self, PyObject *args) {
     }
     uint32_t needle;
     memcpy(&needle, word.buf, 4);
-    Py_ssize_t words = data.len / 4;
-    int found;
-    if (data.len >= (1 << 16)) {
-        Py_BEGIN_ALLOW_THREADS
-        found = scan(data.buf, words, needle);
-        Py_END_ALLOW_THREADS
-    } else {
-        found = scan(data.buf, words, needle);
-    }
+    const int found = scan_buffer(&data, needle);
     PyBuffer_Release(&data);
     PyBuffer_Release(&word);
     return PyBool_FromLong(found);
@@ -81,15 +86,7 @@ static PyObject *frame(PyObject *self, PyObject *arg) {
     uint32_t needle;
     memcpy(&needle, magic, 4);
     const size_t n = (size_t)data.len;
-    int found = 0;
-    if (n < MAX_WHOLE && data.len >= (1 << 16)) {
-        Py_BEGIN_ALLOW_THREADS
-        found = scan(data.buf, data.len / 4, needle);
-        Py_END_ALLOW_THREADS
-    } else if (n < MAX_WHOLE) {
-        found = scan(data.buf, data.len / 4, needle);
-    }
-    if (n >= MAX_WHOLE || found) {
+    if (n >= MAX_WHOLE || scan_buffer(&data, needle)) {
         PyBuffer_Release(&data);
         Py_RETURN_NONE;
     }

@@ -51,8 +51,7 @@ class KeySet:
         return True
 
     def add(self, key: Any) -> None:
-        if key not in self:
-            self._add_new(key)
+        self.insert(key)
 
     def discard_new(self, key: Any) -> None:
         """Take back a key :meth:`insert` has just added (its record was

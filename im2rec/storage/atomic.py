@@ -84,29 +84,33 @@ def create_output(
             os.lseek(fd, 0, os.SEEK_END)
             return fd
     flags = access | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    try:  # the usual case, nothing in the way: one system call
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-    except FileExistsError:
-        pass
-    except OSError as exc:  # (a file where a folder should be: ENOTDIR, as unlink says it)
-        raise _refused(path, exc) from None
-    try:
-        os.unlink(path, dir_fd=dir_fd)  # a file or link in the way: replaced, not written through
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise _refused(path, exc) from None
-    try:
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-    except FileExistsError:
+    made = _open_new(path, flags, mode, dir_fd)  # the usual case, nothing in the way: one call
+    if made is None:
+        try:  # a file or link in the way: replaced, not written through
+            os.unlink(path, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _refused(path, exc) from None
+        made = _open_new(path, flags, mode, dir_fd)
+    if made is None:
         raise OutputError(
             f"{os.fspath(path)}: something else created this name while im2rec was creating "
             "it; is another program writing here? Run again once it has finished"
-        ) from None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EISDIR):
-            raise _refused(path, exc) from None
-        raise
+        )
+    return made
+
+
+def _open_new(
+    path: str | os.PathLike[str], flags: int, mode: int, dir_fd: int | None
+) -> int | None:
+    """``os.open`` with ``O_EXCL``; None where the name is taken."""
+    try:
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        return None
+    except OSError as exc:  # (a file where a folder should be: ENOTDIR)
+        raise _refused(path, exc) from None
 
 
 def _refused(path: str | os.PathLike[str], exc: OSError) -> OSError:
