@@ -27,7 +27,9 @@ class PackInterrupted(Im2RecError):
 
 
 class DiskFullError(Im2RecError):
-    """No space left while writing; the partial output is kept for ``--resume``."""
+    """No space left while writing, or the output may grow no larger (a file
+    system's largest file, ``ulimit -f``); the partial output is kept for
+    ``--resume``."""
 
 
 _FIELDS = {"report": "failure_report"}

@@ -248,6 +248,14 @@ def _write_outcomes(
                 f"disk full while writing {writer.temp_path.name} (about {writer.tell():,} bytes "
                 "written); free some space, then run the same command with --resume to continue"
             ) from exc
+        if exc.errno == errno.EFBIG:
+            size = writer.temp_path.stat().st_size  # where the file system stopped it
+            raise DiskFullError(
+                f"{writer.temp_path.name} may grow no larger than {size:,} bytes "
+                "(the file system's largest file, or the file-size limit `ulimit -f` sets): "
+                "raise the limit and run the same command with --resume to continue, or "
+                "start over with --shards N to write smaller files"
+            ) from exc
         raise
     except BaseException:
         writer.suspend()

@@ -150,7 +150,7 @@ def shard_specs(
 _STOPPED = {
     PackInterrupted: "interrupted",
     WorkerCrashed: WORKER_DIED,
-    DiskFullError: "disk full; free some space",
+    DiskFullError: "no room for its output (disk full, or a file-size limit)",
 }
 
 

@@ -90,6 +90,7 @@ class Output:
         self._hashed: deque[Future[None]] = deque()
         # bodies still in other files are copied on a thread (see flush)
         self._copier: Copier | None = None
+        self._unpublished = False  # settled under the temporary name, not yet moved
         if self.hasher is not None and self.size:  # resuming: the digest covers what is there
             for start in range(0, self.size, 1 << 20):
                 self.hasher.update(pread(self.fd, min(1 << 20, self.size - start), start))
@@ -150,7 +151,10 @@ class Output:
             self._hashing = None
             self._hashed.clear()
 
-    def finish(self) -> None:
+    def settle(self) -> None:
+        """Write everything and close the file, still under its temporary
+        name; a failing write (disk full) is raised with the file open, for
+        :meth:`suspend` or :meth:`discard` to end."""
         if self.fd is None:
             return
         self.flush()
@@ -158,8 +162,13 @@ class Output:
         self._stop_hashing()
         os.close(self.fd)
         self.fd = None
-        if self.atomic:
+        self._unpublished = self.atomic
+
+    def publish(self) -> None:
+        """Move a settled atomic output into place (once)."""
+        if self._unpublished:
             os.replace(self.tmp, self.path)
+            self._unpublished = False
 
     def suspend(self) -> None:
         """Write what can be written and close, keeping the temporary file
@@ -210,4 +219,7 @@ class Output:
         """Garbage-collected while open: an atomic output never finished, so
         drop it; in place (MXNet's way) keep what was written."""
         if self.fd is not None:
-            self.discard() if self.atomic else self.finish()
+            if self.atomic:
+                self.discard()
+            else:
+                self.settle()

@@ -152,10 +152,16 @@ class RecordWriter:
         return [self._out]
 
     def close(self) -> None:
-        """Flush and, for an atomic writer, move the file(s) into place."""
+        """Flush and, for an atomic writer, move the file(s) into place: all
+        of them once every one is written, none if a write fails. A failure
+        (disk full) is raised with the temporary files kept, for the caller
+        to :meth:`suspend` (keep them, to resume) or :meth:`abort`."""
         self._extend = None
-        for out in self._outputs():
-            out.finish()
+        outputs = self._outputs()
+        for out in outputs:
+            out.settle()
+        for out in outputs:
+            out.publish()
 
     def abort(self) -> None:
         """Stop writing; an atomic writer removes its temporary file(s)."""
@@ -195,7 +201,11 @@ class RecordWriter:
         tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
-            self.close()
+            try:
+                self.close()
+            except BaseException:
+                self.abort()  # a with-block that fails leaves nothing behind
+                raise
         else:
             self.abort()
 

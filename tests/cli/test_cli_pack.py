@@ -212,6 +212,46 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     os.sync()
 
 
+def test_a_file_size_limit_stops_a_real_pack_and_resume_finishes(tmp_path: Path) -> None:
+    """A `rec pack` whose output may grow no further (``ulimit -f``, as on a
+    shared cluster, or FAT32's 4 GiB; a full disk fails the same way) stops
+    with one line naming the file and what to do, keeps its partial output,
+    and --resume without the limit gives the same bytes as a clean run."""
+    import resource
+
+    names = photo_folder(tmp_path / "big", 120, lambda i: (160 + i % 37, 120), quality=95)
+    lst = write_lst(tmp_path / "big.lst", names)
+    cmd = [sys.executable, "-m", "im2rec", "pack", str(lst), "--pass-through", "-q",
+           "--num-workers", "2"]  # fmt: skip
+    subprocess.run(cmd, check=True, timeout=120)
+    reference = (lst.with_suffix(".rec").read_bytes(), lst.with_suffix(".idx").read_bytes())
+    for ext in (".rec", ".idx", ".pack.json"):
+        lst.with_suffix(ext).unlink()
+    limit = len(reference[0]) // 3
+
+    def small_files() -> None:
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1])
+        )
+
+    stopped = subprocess.run(
+        cmd, preexec_fn=small_files,  # noqa: PLW1509 - no threads in the parent at this point
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert stopped.returncode == 1, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert stopped.stderr.count("Error:") == 1, stopped.stderr
+    assert f"big.rec.partial may grow no larger than {limit:,} bytes" in stopped.stderr
+    assert "--resume" in stopped.stderr
+    assert lst.with_suffix(".rec.partial").stat().st_size == limit
+    assert not lst.with_suffix(".rec").exists()
+    done = subprocess.run([*cmd, "--resume", "--json"], check=True, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert json.loads(done.stdout)[0]["resumed_from"] > 0
+    assert (lst.with_suffix(".rec").read_bytes(), lst.with_suffix(".idx").read_bytes()) == reference
+    assert not list(tmp_path.glob("*.partial*"))
+
+
 def test_a_wrong_root_is_an_error_not_an_empty_success(example: Path) -> None:
     assert run("list", "./example", "--recursive", "-q")[0] == 0
     (example / "elsewhere").mkdir()

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import json
 import os
 import pickle
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -304,29 +310,117 @@ def test_a_batch_of_copies_writes_glue_then_ranges(tmp_path: Path, copies: str) 
         assert (tmp_path / "out.bin").read_bytes() == want
 
 
-def test_a_failing_copy_is_raised_not_retried(
-    tmp_path: Path, copies: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def with_small_files(script: str, folder: Path, limit: int, *, native: bool = True) -> Any:
+    """Run ``script`` (Python, with ``folder`` as ``FOLDER``) in a process of
+    its own whose files cannot grow past ``limit`` bytes, and return what it
+    printed, as JSON. ``RLIMIT_FSIZE``: a write past the limit fails with
+    EFBIG on every kernel and file system, as a write to a full disk fails
+    with ENOSPC (Python ignores SIGXFSZ); only after the script's own set-up,
+    whose files may be larger."""
+    env = dict(os.environ)
+    env.pop("IM2REC_NO_NATIVE", None)
+    if not native:
+        env["IM2REC_NO_NATIVE"] = "1"
+    prelude = (
+        "import json, os, resource, sys\n"
+        f"FOLDER = {str(folder)!r}\n"
+        "def small_files():\n"
+        "    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]\n"
+        f"    resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, hard))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_failing_copy_is_raised_not_retried(tmp_path: Path, copies: str) -> None:
     """Only "not here" errors (no such call, another file system) fall back
-    to the next way of copying; a real failure (disk full) is raised."""
-    import errno
+    to the next way of copying; a real failure (here, a file that may grow
+    no further) is raised, after the bytes that fitted, and a writer hit by
+    it at its end leaves no output and no temporary file."""
+    seen = with_small_files(
+        """
+        from im2rec.recordio import RecordWriter
+        from im2rec.storage import copying
+        from im2rec.storage.files import FileRange, HeldFile
 
-    (whole,) = ranges_of(tmp_path, [b"y" * 100])
+        seen = {"C helper": copying._copy_records is not None}
+        body = bytes(range(256)) * 4
+        src = os.path.join(FOLDER, "source.bin")
+        with open(src, "wb") as f:
+            f.write(body)
+        fd = os.open(src, os.O_RDONLY)
+        whole = FileRange(fd, 0, len(body), src, False, HeldFile(fd))
+        small_files()
+        out = os.open(os.path.join(FOLDER, "out.bin"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            copying.copy_batch(out, [(b"head", whole)])
+        except OSError as exc:
+            seen["copy"] = exc.errno
+        finally:
+            os.close(out)
+        try:
+            with RecordWriter(os.path.join(FOLDER, "o.rec")) as w:
+                w.write(b"head", whole, split=False)
+        except OSError as exc:
+            seen["writer"] = exc.errno
+        with open(os.path.join(FOLDER, "out.bin"), "rb") as f:
+            seen["written"] = f.read() == (b"head" + body)[:512]
+        seen["left"] = sorted(os.listdir(FOLDER))
+        print(json.dumps(seen))
+        """,
+        tmp_path,
+        512,
+        native=copies == "C helper",
+    )
+    assert seen == {
+        "C helper": copies == "C helper",
+        "copy": errno.EFBIG,
+        "writer": errno.EFBIG,
+        "written": True,
+        "left": ["out.bin", "source.bin"],
+    }
 
-    def full(*args: object) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "sendfile", full)  # (the C helper calls the kernel's own)
-    out = os.open("/dev/full", os.O_WRONLY)
-    try:
-        with pytest.raises(OSError, match="No space left"):
-            copying_module.copy_batch(out, [(b"head", whole)])
-    finally:
-        os.close(out)
-    if copies == "one copy at a time":  # (the C helper does not call os.sendfile)
-        with pytest.raises(OSError, match="No space left"), RecordWriter(tmp_path / "o.rec") as w:
-            w.write(b"head", whole, split=False)
-        assert not (tmp_path / "o.rec").exists()
+def test_a_pair_lands_whole_or_not_at_all(tmp_path: Path) -> None:
+    """``close()`` moves the ``.rec`` and ``.idx`` into place only once both
+    are written: an ``.idx`` that fails (here it is the larger file: empty
+    records under long keys) leaves the old pair as it was, and the
+    temporary files for the caller to keep (resume) or remove."""
+    (tmp_path / "d.rec").write_bytes(b"old rec")
+    (tmp_path / "d.idx").write_bytes(b"old idx")
+    seen = with_small_files(
+        """
+        from im2rec.recordio import IndexedRecordWriter
+
+        small_files()
+        w = IndexedRecordWriter(os.path.join(FOLDER, "d.rec"))
+        for i in range(1000):
+            w.write_key(10**9 + i, b"")
+        seen = {}
+        try:
+            w.close()
+        except OSError as exc:
+            seen["close"] = exc.errno
+        seen["kept"] = sorted(os.listdir(FOLDER))
+        w.abort()
+        seen["left"] = sorted(os.listdir(FOLDER))
+        print(json.dumps(seen))
+        """,
+        tmp_path,
+        12_000,  # the .rec, 8,000 bytes, fits; the .idx, 16,000, does not
+    )
+    pid = int(seen["kept"][0].split(".")[3])
+    assert seen == {
+        "close": errno.EFBIG,
+        "kept": [f".d.idx.{pid}.tmp", f".d.rec.{pid}.tmp", "d.idx", "d.rec"],
+        "left": ["d.idx", "d.rec"],
+    }
+    assert (tmp_path / "d.rec").read_bytes() == b"old rec"
+    assert (tmp_path / "d.idx").read_bytes() == b"old idx"
 
 
 def test_a_writer_stopped_while_copying_leaves_nothing(tmp_path: Path, copies: str) -> None:
