@@ -7,8 +7,8 @@ ranges, resize, filter and kernel level: True, None, a drawn box inside
 the image, or ValueError. And ``crop_batch``: the same bytes as a record
 (its framing and header from the input too) in a file, read at offsets
 and spans around the record's own: every sample done, or the first one
-not done named with None, a drawn box or a message; ValueError for its
-arguments."""
+not done named with None, a drawn box or a message, or (drawing a run of
+samples together) with Ellipsis; ValueError for its arguments."""
 
 from __future__ import annotations
 
@@ -110,11 +110,12 @@ def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
     labels = np.zeros(2, np.float32)
     ids = np.zeros(2, np.uint64) if n % 2 else None
     rng = np.random.default_rng(len(jpeg))
+    together = n % 3 == 0
     fd = os.open(RECORDS, os.O_RDONLY)
     try:
         done, outcome = _jpeg.crop_batch(
             plan, fd, offsets, stops, out, rng.bit_generator, max(limit, 0), labels, ids, 0,
-            1 << 20, classes, n % 3 == 0,
+            1 << 20, classes, together,
         )  # fmt: skip
     except ValueError:
         return
@@ -123,6 +124,8 @@ def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
     assert 0 <= done <= 2
     if done == 2:
         assert outcome is None and (ids is None or ids.tolist() == [7, 7])
+    elif outcome is Ellipsis:  # (drawn past a sample not done: the caller draws again)
+        assert together
     else:
         assert outcome is None or isinstance(outcome, (str, tuple))
 

@@ -1,6 +1,11 @@
 """Writes the seed corpus in fuzz/corpus/ (committed; run again only to
 change it): a few small valid inputs per harness, from which libFuzzer's
-mutations start."""
+mutations start. Other seeds there were found, not written here, and are
+kept as regressions (each run starts with them):
+
+* ``jpeg/batch-drawn-past-a-failure``: a progressive JPEG whose second
+  scan is invalid, read by ``crop_batch`` drawing samples together, which
+  answers ``(0, Ellipsis)`` as documented (the harness once refused it)."""
 
 from __future__ import annotations
 

@@ -223,8 +223,10 @@ __attribute__((target("avx2"))) static inline void rs_planar2_row(
         const int x0 = b * 8;
         _mm_storel_epi64((__m128i *)(red + x0), rg0);
         _mm_storel_epi64((__m128i *)(red + x0 + 8), rg1);
-        _mm_storeh_pd((double *)(void *)(green + x0), _mm_castsi128_pd(rg0));
-        _mm_storeh_pd((double *)(void *)(green + x0 + 8), _mm_castsi128_pd(rg1));
+        /* (the high halves moved down and stored as bytes: _mm_storeh_pd
+           would store a double through an unaligned pointer, undefined) */
+        _mm_storel_epi64((__m128i *)(green + x0), _mm_unpackhi_epi64(rg0, rg0));
+        _mm_storel_epi64((__m128i *)(green + x0 + 8), _mm_unpackhi_epi64(rg1, rg1));
         _mm_storel_epi64((__m128i *)(blue + x0), _mm256_castsi256_si128(bb));
         _mm_storel_epi64((__m128i *)(blue + x0 + 8), _mm256_extracti128_si256(bb, 1));
     }
