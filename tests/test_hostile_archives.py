@@ -233,6 +233,25 @@ def test_imagenet_refuses_a_huge_pax_header_in_a_class_tar(download: Path, tmp_p
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("size", [b"-0000000012", b"-0000077777"])
+def test_imagenet_refuses_a_signed_tar_size(download: Path, tmp_path: Path, size: bytes) -> None:
+    """A negative size (which ``int()`` reads from a sign) is damage, never
+    a length to read by: it had extracted 502 bytes of the next header as
+    an image, or said to free space."""
+    train = download / "ILSVRC2012_img_train.tar"
+    with tarfile.open(train) as tar:
+        classes = [(m.name, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
+    inner = bytearray(classes[0][1])
+    inner[124:135] = size
+    inner[:512] = with_checksum(inner[:512])
+    classes[0] = (classes[0][0], bytes(inner))
+    train.write_bytes(tar_bytes(classes))
+    proc = rec_cmd("imagenet", "--download-dir", str(download), "--target-dir",
+                   str(tmp_path / "t"))  # fmt: skip
+    error = one_error(proc)
+    assert f"{classes[0][0]}: " in error and "damaged" in error, error
+
+
 @pytest.mark.parametrize("option", ["--val-map", "--devkit"])
 def test_imagenet_refuses_a_val_map_or_devkit_that_is_a_fifo(
     download: Path, tmp_path: Path, option: str

@@ -105,9 +105,21 @@ def maybe_terminal(stream: Any) -> bool:
 
 def num_workers_option(default: Any, help: str, show_default: Any = True) -> Callable[[FC], FC]:
     """``--num-workers N`` with im2rec.py's and GluonCV's ``--num-thread`` alias."""
+
+    def bounded(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        from ..executors.worker import check_workers
+
+        if value is not None:
+            try:
+                check_workers(value, "--num-workers")
+            except ConfigError as exc:
+                said = str(exc).removeprefix("--num-workers ")  # (click names the option)
+                raise click.BadParameter(said, ctx, param) from None
+        return value
+
     return click.option(
         "--num-workers", "--num-thread", "num_workers", type=click.IntRange(min=1),
-        default=default, show_default=show_default, help=help,
+        default=default, show_default=show_default, help=help, callback=bounded,
     )  # fmt: skip
 
 

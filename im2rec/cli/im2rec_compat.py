@@ -22,8 +22,8 @@ import argparse
 import os
 import sys
 
-from ..errors import Im2RecError
-from ..executors import LocalExecutor, default_workers
+from ..errors import ConfigError, Im2RecError
+from ..executors import LocalExecutor, check_workers, default_workers
 from ..listing.making import ListOptions, make_lists
 from ..packing import PackOptions, pack_list
 from .common import (
@@ -158,12 +158,19 @@ def _pack(args: argparse.Namespace) -> int:
         print(f"Did not find and list file with prefix {args.prefix}")  # im2rec.py's words
         return 0
     with LocalExecutor(
-        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging.codec"]
-    ) as executor:
+        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging.codec"],
+        option="--num-thread",
+    ) as executor:  # fmt: skip
         executor.start(io_bound=options.pass_through)
         for lst in lists:
             print(f"Creating .rec file from {lst} in {working_dir}")
             result = pack_list(lst, options, root=args.root, executor=executor, resume=args.resume)
+            if result.discarded_partial:
+                _note(
+                    f"an interrupted run's partial output ({result.discarded_partial:,} bytes) "
+                    "was discarded and packing started over, as im2rec.py does; --resume "
+                    "continues one"
+                )
             if result.failure_report:
                 _note(
                     f"{sum(result.failures.values()):,} image(s) skipped; "
@@ -197,7 +204,12 @@ def _rec_flags(options: PackOptions) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:  # (at most 1 is im2rec.py's: one process)
+        check_workers(max(1, args.num_thread), "--num-thread")
+    except ConfigError as exc:
+        parser.error(str(exc))
     args.prefix = os.path.abspath(args.prefix)
     args.root = os.path.abspath(args.root)
     try:

@@ -294,8 +294,8 @@ def _warn(result: PackResult | ShardedResult) -> None:
     if result.discarded_partial:
         err_console().print(
             f"[yellow]{result.lst.name}: an interrupted run's partial output "
-            f"({result.discarded_partial:,} bytes) was discarded and packing started over; "
-            "--resume would have continued it[/]"
+            f"({result.discarded_partial:,} bytes) was discarded and packing started over "
+            "(--overwrite)[/]"
         )
     if result.dropped_labels:
         err_console().print(

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from ..errors import Im2RecError
 from .broken import shutdown, unblock_broken, watch_pool, workers_of
-from .worker import ask_to_stop, fork_is_safe, init_worker, run_chunk
+from .worker import ask_to_stop, check_workers, fork_is_safe, init_worker, run_chunk
 
 __all__ = ["WORKER_DIED", "LocalExecutor", "WorkerCrashed"]
 
@@ -43,7 +43,16 @@ class LocalExecutor:
     server), so each worker starts in milliseconds.
     """
 
-    def __init__(self, workers: int, *, chunk: int = 16, preload: Sequence[str] = ()):
+    def __init__(
+        self,
+        workers: int,
+        *,
+        chunk: int = 16,
+        preload: Sequence[str] = (),
+        option: str = "--num-workers",
+    ):
+        if workers > 1:
+            check_workers(workers, option)  # (ConfigError naming ``option``)
         self.workers = workers
         self.chunk = chunk
         self.preload = list(preload)

@@ -311,15 +311,21 @@ def _sums_to(block: bytes, total: int) -> bool:
     )
 
 
+_OCTAL = re.compile(rb"[0-7]*")
+
+
 def _octal(block: bytes, start: int, digits: int, width: int) -> int:
-    """The octal number in the ``width``-byte field at ``start``, as tarfile
-    reads it (up to a NUL, spaces stripped); first as tarfile writes it,
-    ``digits`` digits, the usual case."""
-    try:
-        return int(block[start : start + digits], 8)
-    except ValueError:
-        field = block[start : start + width]
-        return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+    """The octal number in the ``width``-byte field at ``start`` (up to a
+    NUL, spaces stripped, as tarfile reads it), digits only: ``int()``
+    would also take a sign (``-0000000012``, a negative size), ``_`` and
+    inner spaces, which are no tar number (ValueError: tarfile reads it,
+    and refuses a negative size)."""
+    field = block[start : start + digits]
+    if not _OCTAL.fullmatch(field) or not field:
+        field = block[start : start + width].split(b"\0", 1)[0].strip(b" ")
+        if not _OCTAL.fullmatch(field):
+            raise ValueError(f"not an octal number: {field!r}")
+    return int(field or b"0", 8)
 
 
 def _next(tar: tarfile.TarFile, shard: str) -> tarfile.TarInfo | None:

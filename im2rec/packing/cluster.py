@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DatasetError, Im2RecError
-from ..executors import LocalExecutor, tune_malloc
+from ..executors import LocalExecutor, check_workers, tune_malloc
 from ..storage import is_url
 from ..storage.atomic import create_output
 from . import PackInterrupted
@@ -81,6 +81,7 @@ class DaskRunner:
                     "--scheduler for a local cluster"
                 ) from None
         else:
+            check_workers(workers)
             self.cluster = distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True,
                 # a free port: a second cluster on the machine (another run, a

@@ -37,7 +37,7 @@ from ..storage.objects import (
     spool_for,
     url_join,
 )
-from .layouts import pack_files
+from .layouts import check_interrupted, pack_files
 from .outcome import PackResult, result_from_manifest
 from .pipeline import PackRun, run_state
 from .resuming import PartialFiles, manifest_matches, replaceable
@@ -79,6 +79,7 @@ def pack_remote(lst: str, run: PackRun) -> PackResult:
             result = result_from_manifest(files, read_lst(local), finished)
             result.urls = urls
             return result
+        check_interrupted(files, run)
         if not run.overwrite and not resuming and rec_size is not None:
             replaceable(urls["rec"], rec_size, manifest, state, local.name)
         result = pack_files(files, dataclasses.replace(run, root=state["root"], overwrite=True))

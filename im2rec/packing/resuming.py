@@ -202,7 +202,7 @@ def recover(
         why = differences(saved, state, files.lst.name)
         raise DatasetError(
             f"{files.rec_tmp}: the partial output was made {why}; run again with those, or "
-            "without --resume to start over"
+            "with --overwrite instead of --resume to start over"
         )
     if not files.rec_tmp.exists() or not files.idx_tmp.exists():
         return 0, 0, Counter()

@@ -27,7 +27,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..executors import LocalExecutor, default_workers, fork_is_safe
+from ..executors import LocalExecutor, check_workers, default_workers, fork_is_safe
 from ..recordio import RecordReader
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
@@ -289,7 +289,11 @@ class Workers:
         storage_options: dict[str, Any] | None,
         cache: BlockCache | None = None,
     ) -> None:
-        count = min(4, default_workers()) if threads is None else max(0, threads)
+        count = min(4, default_workers()) if threads is None else threads
+        if count < 0:
+            raise ConfigError(f"preprocess_threads must be 0 or more, not {count:,}")
+        if count > 1:
+            check_workers(count, "preprocess_threads")
         self.count = count
         # a job is sent as one message: its offsets and stops, 16 bytes a record
         fits = layout.batch_size * 16 + (16 << 10) <= JOB_BYTES
@@ -312,7 +316,9 @@ class Workers:
             )
         self.kind = kind
         self.layout, self.augmenter = layout, augmenter
-        self.executor = LocalExecutor(count) if self.kind == "threads" else None
+        self.executor = (
+            LocalExecutor(count, option="preprocess_threads") if self.kind == "threads" else None
+        )
         # Threads and the inline path share one reader (pread needs no lock);
         # worker processes open the file themselves.
         self.reader = (

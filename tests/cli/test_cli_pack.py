@@ -284,7 +284,11 @@ def test_a_folder_of_images_says_to_list_it_first(example: Path) -> None:
     assert "which is a folder of images: list it first, `rec list ./example/ --recursive`" in output
 
 
-def test_starting_over_says_that_partial_work_was_discarded(example: Path) -> None:
+def test_an_interrupted_run_is_not_thrown_away_without_overwrite(example: Path) -> None:
+    """Running an interrupted pack again without --resume is refused,
+    naming --resume and --overwrite (it had discarded hours of work); with
+    --overwrite it starts over and says what it discarded; with --resume it
+    continues, in both layouts."""
     from im2rec.packing import PackInterrupted, PackOptions, pack_list
 
     assert run("list", "./example", "--recursive", "-q")[0] == 0
@@ -293,11 +297,26 @@ def test_starting_over_says_that_partial_work_was_discarded(example: Path) -> No
         if done == 5:
             raise KeyboardInterrupt
 
-    with pytest.raises(PackInterrupted):
-        pack_list(example / "example.lst", PackOptions(pass_through=True), on_progress=stop)
-    result = CliRunner().invoke(main, ["pack", "example.lst", "--pass-through"])
-    assert result.exit_code == 0
-    assert "example.lst: an interrupted run's partial output (" in result.output
-    assert (
-        "was discarded and packing started over; --resume would have continued it" in result.output
-    )
+    for layout in ("plain", "insightface"):
+        with pytest.raises(PackInterrupted):
+            pack_list(example / "example.lst", PackOptions(pass_through=True, layout=layout),
+                      on_progress=stop)  # fmt: skip
+        partial = example / (
+            ".example.insightface.rec.partial" if layout == "insightface" else "example.rec.partial"
+        )
+        size = partial.stat().st_size
+        args = ["pack", "example.lst", "--pass-through", "--layout", layout, "--overwrite"]
+        result = CliRunner().invoke(main, args[:-1])
+        assert result.exit_code == 1, result.output
+        assert (
+            f"{partial.name}: an interrupted run of example.lst left {size:,} bytes of partial output; "
+            "run the same command with --resume to continue it, or with --overwrite to start over"
+        ) in result.output
+        assert partial.stat().st_size == size  # nothing discarded
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert (
+            f"example.lst: an interrupted run's partial output ({size:,} bytes) was discarded "
+            "and packing started over (--overwrite)"
+        ) in result.output
+        assert not partial.exists()

@@ -115,6 +115,31 @@ def test_an_interrupted_run_continues_with_resume(tree: Path) -> None:
     assert '"resumed_from": 4' in manifest
 
 
+def test_starting_over_as_im2rec_does_says_what_it_discarded(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --resume, im2rec.py starts over; so does the drop-in (scripts
+    rerun it), but it says how much partial output it discarded."""
+    from im2rec.packing import PackInterrupted, PackOptions, pack_list
+
+    prefix, root = str(tree / "data"), str(tree / "imgs")
+    assert run(prefix, root, "--list", "--recursive") == 0
+
+    def interrupt(done: int, _total: int, _bytes: int) -> None:
+        if done == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(PackInterrupted):
+        pack_list(tree / "data.lst", PackOptions(resize=24), root=root, on_progress=interrupt)
+    size = (tree / "data.rec.partial").stat().st_size
+    capsys.readouterr()
+    assert run(prefix, root, "--resize", "24") == 0
+    assert (
+        f"an interrupted run's partial output ({size:,} bytes) was discarded and packing "
+        "started over, as im2rec.py does; --resume continues one"
+    ) in capsys.readouterr().err
+
+
 def test_the_list_hint_makes_the_same_lists(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shlex
 

@@ -6,6 +6,7 @@ import errno
 import io
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +60,8 @@ def test_every_odd_image_is_packed_or_reported(odd: tuple[Path, dict[str, str]])
     result = pack_list(lst, PackOptions(resize=32), root=lst.parent / "imgs")
     expected_failures = {n: r for n, r in cases.items() if r != "ok"}
     assert result.records == len(cases) - len(expected_failures)
-    assert dict(result.failures) == {
-        "undecodable": 2, "decompression-bomb": 1, "missing": 1, "unreadable": 1,
-    }  # fmt: skip
+    assert dict(result.failures) == Counter(expected_failures.values())
+    assert Counter(expected_failures.values())["undecodable"] >= 2
     assert result.failure_report is not None
     rows = [line.split("\t") for line in result.failure_report.read_text().splitlines()]
     assert rows[0] == ["line", "index", "path", "reason", "detail"]
@@ -309,7 +309,7 @@ def test_resume_with_other_options_is_refused(photos: Path) -> None:
     with pytest.raises(
         DatasetError,
         match=r"the partial output was made with --resize 24 \(now 32\); run again with those, "
-        "or without --resume to start over",
+        "or with --overwrite instead of --resume to start over",
     ):
         pack_list(photos, PackOptions(resize=32), resume=True)
     lines = photos.read_text().splitlines(True)
