@@ -5,10 +5,36 @@ set -euo pipefail
 venv=${1:?usage: $0 VENV}
 py="$venv/bin/python"
 
-if "$py" - <<'PY' 2>/dev/null; then
+# The optional libraries whose codecs Pillow's own wheels carry, as
+# pkg-config name:Pillow feature:Debian package (colour management, TIFF,
+# WebP, JPEG 2000). Pillow's build uses each one it finds.
+optional="lcms2:littlecms2:liblcms2-dev libtiff-4:libtiff:libtiff-dev libwebp:webp:libwebp-dev
+libopenjp2:jpg_2000:libopenjp2-7-dev"
+absent=""
+for lib in $optional; do
+    pkg-config --exists "${lib%%:*}" 2>/dev/null || absent="$absent ${lib##*:}"
+done
+if [ -n "$absent" ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    echo "Installing the libraries Pillow's codecs need:$absent"
+    # shellcheck disable=SC2086
+    apt-get install -y --no-install-recommends pkg-config $absent > /dev/null 2>&1 \
+        || { apt-get update > /dev/null 2>&1 \
+             && apt-get install -y --no-install-recommends pkg-config $absent > /dev/null 2>&1; } \
+        || echo "warning: could not install$absent; Pillow-SIMD is built without those codecs"
+fi
+
+# Already built, with every codec whose library is here: nothing to do.
+features=$(for lib in $optional; do
+    rest=${lib#*:}
+    pkg-config --exists "${lib%%:*}" 2>/dev/null && printf '%s ' "${rest%%:*}"
+done)
+if "$py" - "$features" <<'PY' 2>/dev/null; then
 import sys, PIL
 from importlib import metadata
-sys.exit(0 if metadata.version("pillow-simd") == PIL.__version__ else 1)
+from PIL import features
+wanted = sys.argv[1].split()
+sys.exit(0 if metadata.version("pillow-simd") == PIL.__version__
+         and all(features.check(f) for f in wanted) else 1)
 PY
     echo "Pillow-SIMD is already installed in $venv"
     exit 0
@@ -52,3 +78,23 @@ MSG
     exit 1
 fi
 rm -f "$log"
+# pip may have taken a wheel it built before these libraries were here: then
+# once more, built anew
+if ! "$py" -c "import sys; from PIL import features; sys.exit(not all(map(features.check, sys.argv[1:])))" $features; then
+    CC="$cc" "$py" -m pip install --no-binary pillow-simd --force-reinstall --no-deps --no-cache-dir \
+        --quiet 'pillow-simd>=9.1'
+fi
+# Which of the codecs Pillow's wheels carry this build lacks (an image that
+# needs one fails alone, listed in the pack's failure report): said now.
+"$py" - <<'PY' || true
+try:
+    from im2rec.imaging.codec import backend_info
+except ImportError:  # (im2rec is installed into this environment after Pillow)
+    raise SystemExit(0)
+missing = backend_info()["missing"]
+if missing:
+    said = ", ".join(f"{name} ({what})" for name, what in missing.items())
+    print(f"note: Pillow-SIMD was built without {said}: Pillow's wheels have them. Install "
+          "their libraries' development packages (Debian: liblcms2-dev libtiff-dev libwebp-dev "
+          "libopenjp2-7-dev; AVIF needs libavif 1.0 or newer) and run 'make install' again")
+PY

@@ -122,6 +122,12 @@ def make_odd_images(root: Path) -> dict[str, str]:
     sixteen = Image.fromarray((np.arange(48 * 64, dtype=np.uint16) * 20).reshape(48, 64))
     save("sixteen.png", sixteen, "PNG")
     save("png_named.JPEG", base, "PNG")  # PNG data behind a .JPEG name, as in ImageNet
+    # a LAB TIFF: Pillow opens it, and converts it to RGB only with littlecms
+    # (which a Pillow-SIMD built without it lacks: that image fails, alone)
+    from PIL import features
+
+    lab = "ok" if features.check("littlecms2") else "undecodable"
+    save("lab_tiff.jpg", Image.new("LAB", (64, 48), (60, 20, 200)), "TIFF", expect=lab)
     exif = Image.Exif()
     exif[0x0112] = 6  # shown rotated by 90 degrees
     save("rotated.jpg", base, "JPEG", exif=exif.tobytes())

@@ -29,9 +29,15 @@ def version_text() -> str:
     region = info["region_decoder"]
     crops = f"JPEG regions: libjpeg-turbo {region}" if region else "JPEG regions: Pillow"
     py = ".".join(map(str, sys.version_info[:3]))
+    missing = info["missing"]
+    codecs = (
+        "image codecs: all of Pillow's wheel's"
+        if not missing
+        else "image codecs: without " + ", ".join(f"{k} ({v})" for k, v in missing.items())
+    )
     return (
         f"rec (im2rec) {__version__}\n{info['backend']} {info['version']}, {jpeg}; {crops}; "
-        f"Python {py}\n{native_text()}"
+        f"Python {py}\n{codecs}\n{native_text()}"
     )
 
 

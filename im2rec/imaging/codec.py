@@ -40,8 +40,22 @@ __all__ = [
     "pixel_limit",
 ]
 
-#: What Pillow raises for data that is not a readable image.
-DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
+#: What Pillow raises for data that is not a readable image: anything. Its
+#: plugins raise what their code meets on odd files (OSError, ValueError,
+#: SyntaxError, EOFError, struct.error, IndexError, and ImportError where
+#: an optional part is missing: a LAB TIFF converted to RGB needs
+#: littlecms, which Pillow-SIMD built without it lacks), and an image that
+#: cannot be read fails that image, never the run that reads it.
+DECODE_ERRORS: tuple[type[Exception], ...] = (Exception,)
+
+
+def failure_text(exc: BaseException) -> str:
+    """Why Pillow could not read or write an image, for a failure report."""
+    if isinstance(exc, ImportError):
+        return f"this Pillow lacks a part the image needs ({exc}); `rec --version` lists its codecs"
+    return str(exc) or type(exc).__name__
+
+
 _PILLOW_DEFAULT_LIMIT = 89_478_485  # Pillow's MAX_IMAGE_PIXELS: 0x4000 * 0x4000 * 4 // 3
 
 
@@ -76,10 +90,25 @@ def pillow_simd() -> bool:
         return False
 
 
+#: The image codecs and parts Pillow's own wheels carry, by Pillow's
+#: feature name, and what a build without each cannot read.
+CODECS = {
+    "jpg": "JPEG",
+    "zlib": "PNG",
+    "libtiff": "compressed TIFF",
+    "webp": "WebP",
+    "avif": "AVIF",
+    "jpg_2000": "JPEG 2000",
+    "littlecms2": "colour conversion of LAB and ICC-profiled images",
+}
+
+
 def backend_info() -> dict[str, Any]:
     """Which imaging backend is active: Pillow-SIMD or Pillow, its
-    libjpeg-turbo, and the libjpeg-turbo of im2rec's JPEG region decoder
-    (None when it was not built or ``IM2REC_NATIVE_JPEG=0``)."""
+    libjpeg-turbo, the libjpeg-turbo of im2rec's JPEG region decoder
+    (None when it was not built or ``IM2REC_NATIVE_JPEG=0``), and which of
+    the :data:`CODECS` Pillow's wheels carry this build lacks (``missing``:
+    name -> what it reads; an image that needs one fails alone)."""
     import PIL
 
     simd = pillow_simd()
@@ -91,6 +120,7 @@ def backend_info() -> dict[str, Any]:
         "libjpeg_turbo": features.version_feature("libjpeg_turbo") if turbo else None,
         # the JPEG region decoder (im2rec.imaging), when built and switched on
         "region_decoder": native.jpeg_turbo_version(regions) if regions is not None else None,
+        "missing": {name: what for name, what in CODECS.items() if not features.check(name)},
     }
 
 
@@ -152,8 +182,10 @@ def save_pil(pil: Image.Image, fmt: str, quality: int) -> bytes:
     out = io.BytesIO()
     try:
         pil.save(out, fmt, **params)
-    except (OSError, ValueError, KeyError) as exc:
-        raise ImageCodecError(f"cannot encode a {pil.mode} image as {fmt}: {exc}") from exc
+    except DECODE_ERRORS as exc:  # (as for decoding: whatever a plugin raises)
+        raise ImageCodecError(
+            f"cannot encode a {pil.mode} image as {fmt}: {failure_text(exc)}"
+        ) from exc
     return out.getvalue()
 
 
@@ -194,7 +226,9 @@ def decode_bgr(data: bytes | bytearray | memoryview, iscolor: int = -1) -> np.nd
     except ImageCodecError:
         raise
     except DECODE_ERRORS as exc:
-        raise ImageCodecError(f"cannot decode image ({len(data):,} bytes): {exc}") from exc
+        raise ImageCodecError(
+            f"cannot decode image ({len(data):,} bytes): {failure_text(exc)}"
+        ) from exc
 
 
 def decode_bgr_or_none(

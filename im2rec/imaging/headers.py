@@ -4,8 +4,6 @@ without decoding it: cheap enough for every record of ``rec info``,
 
 from __future__ import annotations
 
-from ..errors import Im2RecError
-
 __all__ = ["image_extension", "image_size", "jpeg_frame"]
 
 _SIGNATURES = (
@@ -57,5 +55,5 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     try:
         with open_image(data) as im:
             return im.height, im.width
-    except (*DECODE_ERRORS, Im2RecError):
+    except DECODE_ERRORS:  # (Im2RecError among them)
         return None

@@ -20,6 +20,7 @@ from .codec import (
     check_iscolor,
     check_pixels,
     exif_orientation,
+    failure_text,
     im2rec_geometry,
     open_image,
     opencv_mode,
@@ -99,7 +100,7 @@ def decode_region(
     except UnidentifiedImageError as exc:
         raise ImageCodecError("not an image format Pillow can read") from exc
     except DECODE_ERRORS as exc:
-        raise ImageCodecError(f"cannot decode image: {exc}") from exc
+        raise ImageCodecError(f"cannot decode image: {failure_text(exc)}") from exc
 
 
 def _draft(

@@ -9,7 +9,7 @@ from array import array
 from collections import Counter
 from typing import Any
 
-from ..errors import Im2RecError, RecordFormatError
+from ..errors import Im2RecError
 from ..recordio import RecordReader, read_record, unpack
 from ..recordio.faces import face_header
 from ..recordio.index import index_arrays
@@ -84,7 +84,7 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
                 heights.append(im.height)
         except ImageTooLargeError:
             formats["over the pixel limit"] += 1
-        except (RecordFormatError, *DECODE_ERRORS):  # a summary counts what it cannot read
+        except DECODE_ERRORS:  # a summary counts what it cannot read (RecordFormatError too)
             formats["not an image"] += 1
     index_path = sibling(reader.location, ".idx")
     agrees = None

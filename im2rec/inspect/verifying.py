@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Im2RecError, RecordFormatError
+from ..errors import Im2RecError
 from ..recordio import RecordReader, read_index_entries, read_record, unpack
 from ..recordio.framing import LENGTH_MASK, Buffer
 from ..recordio.index import index_arrays
@@ -147,7 +147,7 @@ def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyRe
         result.decoded += 1
     except UnidentifiedImageError:
         result.problems.append(Problem(head, key, "the payload is not an image Pillow can read"))
-    except (RecordFormatError, *DECODE_ERRORS) as exc:
+    except DECODE_ERRORS as exc:  # (RecordFormatError among them)
         result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
 
 

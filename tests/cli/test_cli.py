@@ -24,10 +24,11 @@ from im2rec.errors import MissingFileError
 def test_version_names_package_and_imaging_backend() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0
-    first, second, third = result.output.splitlines()
+    first, second, codecs, native = result.output.splitlines()
     assert first == f"rec (im2rec) {__version__}"
     assert second.startswith(("Pillow-SIMD ", "Pillow ")) and PIL.__version__ in second
-    assert "libjpeg" in second and third.startswith("native extensions: ")
+    assert "libjpeg" in second and native.startswith("native extensions: ")
+    assert codecs.startswith("image codecs: ")
 
 
 def test_help_has_examples() -> None:

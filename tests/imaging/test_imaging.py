@@ -159,6 +159,39 @@ def test_backend_info() -> None:
         assert info["region_decoder"].count(".") == 2  # libjpeg-turbo's x.y.z
 
 
+@pytest.mark.parametrize(
+    ("codec", "fmt", "params"),
+    [("webp", "WEBP", {"lossless": True}), ("jpg_2000", "JPEG2000", {"irreversible": False}),
+     ("libtiff", "TIFF", {"compression": "tiff_deflate"}), ("avif", "AVIF", {"quality": 100}),
+     ("littlecms2", "TIFF", {})],
+)  # fmt: skip
+def test_the_codecs_said_missing_are_the_ones_that_fail(
+    codec: str, fmt: str, params: dict[str, object]
+) -> None:
+    """``backend_info()["missing"]`` (what ``rec --version`` prints) names
+    exactly the codecs whose images this Pillow cannot read: an image that
+    needs one decodes where it is not named, and where it is, fails alone
+    with ImageCodecError (a LAB TIFF had aborted a whole pack)."""
+    from PIL import features
+
+    from im2rec.errors import ImageCodecError
+
+    missing = backend_info()["missing"]
+    image = Image.new("LAB" if codec == "littlecms2" else "RGB", (16, 12), (90, 140, 30))
+    out = io.BytesIO()
+    try:
+        image.save(out, fmt, **params)
+    except (OSError, KeyError, ValueError):
+        assert codec in missing  # (this Pillow cannot even write it)
+        return
+    if codec in missing:
+        with pytest.raises(ImageCodecError):
+            decode_bgr(out.getvalue(), 1)
+    else:
+        assert decode_bgr(out.getvalue(), 1).shape == (12, 16, 3)
+    assert (codec in missing) == (not features.check(codec))
+
+
 def test_backend_info_without_the_region_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IM2REC_NATIVE_JPEG", "0")
     assert backend_info()["region_decoder"] is None
