@@ -35,11 +35,13 @@ moves it as it moves any tensor.
 from __future__ import annotations
 
 import errno
+import fcntl
 import math
 import mmap
 import multiprocessing
 import multiprocessing.util
 import os
+import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Sequence
@@ -58,6 +60,7 @@ SHM_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 SLOTS = 4
 _FREE, _HELD = 0, 1
 _HEADER = mmap.PAGESIZE  # the slots' flags, one byte each
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def take_memory(fd: int, size: int) -> None:
@@ -76,7 +79,13 @@ def take_memory(fd: int, size: int) -> None:
 
 
 class Slots:
-    """One process's block of :data:`SLOTS` batch slots of ``slot_bytes``."""
+    """One process's block of :data:`SLOTS` batch slots of ``slot_bytes``.
+
+    The block is locked (``flock``, shared) from before its name exists
+    until this process drops it or ends: the lock, not a pid, is what tells
+    a live block from one left by a process that died, in any PID
+    namespace (containers started with ``--ipc=host`` share ``/dev/shm``
+    and reuse each other's pids)."""
 
     def __init__(self, slot_bytes: int) -> None:
         assert SHM_DIR is not None
@@ -84,21 +93,29 @@ class Slots:
         self.slot_bytes = -(-slot_bytes // 64) * 64
         size = _HEADER + SLOTS * self.slot_bytes
         self.owner = (os.getpid(), _started(os.getpid()))
-        fd, self.path = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=SHM_DIR)
+        # made and locked under a name the sweep does not look at, then
+        # linked under its own: no sweep can see it unlocked
+        fd, new = tempfile.mkstemp(prefix=_NEW, dir=SHM_DIR)
+        self.path = os.path.join(
+            SHM_DIR, f"{_PREFIX}{os.getpid()}-{os.path.basename(new)[len(_NEW) :]}"
+        )
         try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
             os.ftruncate(fd, size)
             take_memory(fd, size)  # ENOSPC now rather than SIGBUS later
             self.map = mmap.mmap(fd, size)
+            os.link(new, self.path)
         except BaseException:
-            os.unlink(self.path)
+            os.close(fd)
             raise
         finally:
-            os.close(fd)
+            os.unlink(new)
+        self._lock = fd  # (closed, and the lock with it, when the block goes)
         # The training process removes the name when it maps the block; if
         # it never does, at this process's exit (a DataLoader worker's too:
         # multiprocessing runs these, and not in a forked child that
         # inherited them), or when this block is dropped.
-        multiprocessing.util.Finalize(self, _unlink, (self.path,), exitpriority=0)
+        multiprocessing.util.Finalize(self, _let_go, (self.path, fd), exitpriority=0)
 
     def take(self, nbytes: int) -> int | None:
         """A free slot for ``nbytes``, or None (too large, or all held)."""
@@ -131,12 +148,21 @@ class Lease(NamedTuple):
 
 
 _PREFIX = "im2rec-batches-"
+_NEW = ".im2rec-new-"
 
 
 def _unlink(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
+        pass
+
+
+def _let_go(path: str, lock: int) -> None:
+    _unlink(path)
+    try:
+        os.close(lock)
+    except OSError:
         pass
 
 
@@ -160,15 +186,35 @@ def _started(pid: int) -> int | None:
 
 def _sweep(folder: str) -> None:
     """Remove blocks left by processes that died before removing them
-    (SIGKILL, or a worker terminated before its first batch was taken)."""
+    (SIGKILL, or a worker terminated before its first batch was taken): a
+    block of this user's that nobody holds locked. A live block is locked
+    by its maker whatever PID namespace looks at it, so the pid in its
+    name decides nothing."""
     try:
         names = [n for n in os.listdir(folder) if n.startswith(_PREFIX)]
     except OSError:
         return
     for name in names:
-        pid = name[len(_PREFIX) :].partition("-")[0]
-        if pid.isdigit() and _started(int(pid)) is None:
-            _unlink(os.path.join(folder, name))
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                continue  # (another user's: theirs to remove)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: its process is alive
+            after = os.lstat(path)  # still the file that was found unheld
+            if (after.st_dev, after.st_ino) == (info.st_dev, info.st_ino):
+                _unlink(path)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
 
 
 # This process's own blocks, newest last (a forked child starts without its
@@ -293,7 +339,7 @@ def _mapped(path: str, owner: tuple[int, int | None]) -> _Mapped:
     for old, (_, (pid, started)) in list(_MAPPED.items()):
         if _started(pid) != started:
             del _MAPPED[old]
-    fd = os.open(path, os.O_RDWR)
+    fd = os.open(path, os.O_RDWR | _NOFOLLOW)
     try:
         block = _Mapped(mmap.mmap(fd, 0))
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,49 @@ def test_blocks_of_dead_processes_are_swept(tmp_path: Path) -> None:
     path = mine.path
     del mine  # dropped: its name goes with it
     assert not os.path.exists(path)
+
+
+_HOLD_A_BLOCK = """
+import sys
+from im2rec.training import loading
+block = loading.Slots(1024)
+print(block.path, flush=True)
+sys.stdin.read()  # held until the test closes stdin
+"""
+
+
+@pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_job_in_another_pid_namespace_keeps_its_blocks(tmp_path: Path) -> None:
+    """Containers started with --ipc=host share /dev/shm but not pids: a
+    job whose sweep runs in another PID namespace, where the first job's
+    pid names nobody, must leave that job's live block alone (it had
+    removed it, killing the job with FileNotFoundError). A block nobody
+    holds is still swept, whatever pid its name says."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_A_BLOCK], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        live = Path(holder.stdout.readline().strip())
+        assert live.exists()
+        stale = Path(str(live).replace(f"-{holder.pid}-", f"-{os.getpid()}-") + "stale")
+        stale.write_bytes(b"\0" * 4096)  # (its pid is alive: only the lock says it is dead)
+        sweep = "from im2rec.training import loading; loading.Slots(1024)"
+        command = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", sweep]
+        if os.geteuid() != 0:
+            command[1:1] = ["--user", "--map-root-user"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0 and "unshare" in done.stderr:
+            pytest.skip(f"no new PID namespace here: {done.stderr.strip()}")
+        assert done.returncode == 0, done.stderr
+        assert live.exists(), "a live job's block was removed by a sweep in another namespace"
+        assert not stale.exists()
+    finally:
+        holder.communicate("", timeout=60)
+    assert not live.exists()  # its own process removed it at exit
 
 
 def test_a_shorter_batch_takes_a_slot_of_the_block_it_fits(
