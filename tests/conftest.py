@@ -25,6 +25,13 @@ def touch(root: Path, *paths: str) -> None:
         (root / p).write_bytes(b"x")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _caches_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """im2rec's caches (index copies) go to a folder of this run, not the
+    user's ~/.cache; the `rec` processes the tests start inherit it."""
+    os.environ["IM2REC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache-home"))
+
+
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN

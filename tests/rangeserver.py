@@ -1,7 +1,8 @@
 """Local HTTP servers for the tests and bench_stream.py.
 
 :func:`serving`: files from a folder with byte ranges, an ETag that changes
-with the file, and a count of the GET requests each path received.
+with the file (or only a Last-Modified), and a count of the GET requests
+each path received.
 :func:`proxying`: a reverse proxy in front of another local server (an S3
 server, for clients that speak only S3). Both can add a fixed latency to
 every request and cap each response's bandwidth: what a far object store
@@ -10,6 +11,7 @@ costs."""
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http.client
 import os
 import threading
@@ -56,9 +58,12 @@ class _Quiet(BaseHTTPRequestHandler):
 
 
 class RangeServer(_Local):
-    def __init__(self, folder: Path, latency: float = 0.0, bandwidth: float = 0.0) -> None:
+    def __init__(
+        self, folder: Path, latency: float = 0.0, bandwidth: float = 0.0, etag: bool = True
+    ) -> None:
         super().__init__(_Files, latency, bandwidth)
         self.folder = folder
+        self.etag = etag  # else a Last-Modified only, as Python's http.server sends
         self.gets: Counter[str] = Counter()
         self.bytes_sent = 0
 
@@ -87,7 +92,10 @@ class _Files(_Quiet):
     def _headers(self, st: os.stat_result, length: int) -> None:
         self.send_header("Content-Length", str(length))
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("ETag", f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"')
+        if self.server.etag:
+            self.send_header("ETag", f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"')
+        else:
+            self.send_header("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True))
 
     def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
         found = self._file()
@@ -175,9 +183,9 @@ def _running(server: _Local) -> Iterator[Any]:
         server.server_close()
 
 
-def serving(folder: Path, latency: float = 0.0, bandwidth: float = 0.0) -> Any:
+def serving(folder: Path, latency: float = 0.0, bandwidth: float = 0.0, etag: bool = True) -> Any:
     """A :class:`RangeServer` of ``folder``, running (a context manager)."""
-    return _running(RangeServer(folder, latency, bandwidth))
+    return _running(RangeServer(folder, latency, bandwidth, etag))
 
 
 def proxying(target: str, latency: float, bandwidth: float) -> Any:

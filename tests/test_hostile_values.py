@@ -132,6 +132,9 @@ def test_the_other_worker_counts_are_bounded_too(rec: Path) -> None:
     with pytest.raises(ConfigError, match="preprocess_threads must be 0 or more"):
         ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
                         preprocess_threads=-3)  # fmt: skip
+    with pytest.raises(ConfigError, match="prefetch_buffer must not be negative"):
+        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
+                        prefetch_buffer=-5)  # fmt: skip
     with pytest.raises(ConfigError, match="--num-workers 100,000"):
         LocalExecutor(100_000)
     rec.with_suffix(".lst").write_text("0\t0\tx.jpg\n")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import IndexFormatError
-from .index_cache import read_cache, shareable, write_cache
+from .index_cache import identity_of, read_cache, shareable, write_cache
 from .index_text import (
     duplicate_error,
     offset_error,
@@ -296,8 +296,10 @@ def load_index(
     from ..storage import is_url
 
     local_ints = cache and key_type is int and not is_url(path)
+    before = None
     if local_ints:
-        cached = read_cache(path)
+        before = identity_of(path)  # (what the copy, if one is written, is of)
+        cached = read_cache(path, before)
         if cached is not None:  # (checked there as a parse is checked here)
             index = RecordIndex(cached.keys, cached.offsets, name)
             if len(cached.table):
@@ -325,7 +327,7 @@ def load_index(
     _check_unique(index, lines)
     if local_ints and isinstance(index.keys, np.ndarray):
         dense = index.dense_table
-        write_cache(path, index.keys, index.offsets, *(dense if dense else (None, 0)))
+        write_cache(path, before, index.keys, index.offsets, *(dense if dense else (None, 0)))
     return index
 
 

@@ -1,35 +1,47 @@
-"""A binary copy of a parsed ``.idx`` beside it, ``NAME.idx.im2rec``, so
-that the next open reads three arrays instead of parsing millions of lines
-(docs/performance.md, "Scale": a 5M-record index opens in about 0.1 s
-instead of 0.5 s, MXNet's in 1.8 s).
+"""A binary copy of a parsed ``.idx``, so that the next open reads three
+arrays instead of parsing millions of lines (docs/performance.md,
+"Scale": a 5M-record index opens in about 0.1 s instead of 0.5 s, MXNet's
+in 1.8 s).
 
-Layout, little-endian: the magic ``IM2RIDX1``; a header (the ``.idx``'s
-size, modification time, inode and device, a SHA-256 of its first and last
-MiB, the record count, the dense table's base and span); then ``keys`` and
-``offsets`` (int64, one a record) and the dense lookup table (int64, one a
-key of the span; none for sparse keys).
+Layout, little-endian: the magic ``IM2RIDX2``; a header (the ``.idx``'s
+size, modification and change times, inode and device, a SHA-256 of its
+first and last MiB, the record count, the dense table's base and span);
+then ``keys`` and ``offsets`` (int64, one a record) and the dense lookup
+table (int64, one a key of the span; none for sparse keys).
 
 The copy is never trusted blindly:
 
-* it is used only while the ``.idx`` is the very file it was made from
-  (size, time, inode, device and the two hashed MiB all equal);
+* it lives in this user's own cache folder (:func:`cache_path`, under
+  :func:`~im2rec.storage.private.cache_home`, mode 0700), never beside the
+  ``.idx``: another user cannot plant one (in a shared sticky folder they
+  could create ``NAME.idx.im2rec`` beside someone else's ``.idx``), and
+  refreshing a dataset folder (``rsync --inplace``) cannot cut one short
+  under a reader that has it mapped, which would kill it with SIGBUS;
+* it is used only while the ``.idx`` is the very file it was made from:
+  size, modification time, *change* time (which no one can set back: an
+  ``.idx`` edited in place with its modification time restored has a new
+  one), inode, device and the two hashed MiB all equal. It is written only
+  for an ``.idx`` unchanged while it was parsed and last changed
+  :data:`SETTLED_NS` before, so that no later edit can fall in the same
+  tick of the file system's clock;
 * its sizes are bounded before anything is allocated (a record count the
   ``.idx``'s size cannot hold, a span past twice the count, a file of
   another length: not used);
 * what it holds is checked as a parsed ``.idx`` is: offsets non-negative
   multiples of 4, and the table holding exactly each key's offset, which
-  also proves the keys unique. So a planted or damaged copy can at most
-  give a valid index, which a planted ``.idx`` could give as well.
+  also proves the keys unique.
 
 It is mapped read-only (``mmap``, shared): the keys, offsets and table are
 views of the page cache, so every process that opens the same index, a
 DataLoader worker forked or spawned (which maps the copy its parent checked
-again instead of receiving the arrays pickled), holds the same pages.
+again instead of receiving the arrays pickled), holds the same pages. A
+copy is never replaced while it is valid (a second process that parses the
+same ``.idx`` keeps the first one's), and a worker that finds it replaced
+all the same checks the new one as an open does.
 
-It is written atomically (a temporary file renamed into place) after a
-parse of at least :data:`CACHE_FROM` lines, and silently not written where
-the folder is read-only. ``IM2REC_INDEX_CACHE=0`` turns it off (neither read
-nor written).
+It is written after a parse of at least :data:`CACHE_FROM` lines, and
+silently not written where the cache folder cannot be made.
+``IM2REC_INDEX_CACHE=0`` turns it off (neither read nor written).
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ import hashlib
 import mmap
 import os
 import struct
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -50,6 +63,7 @@ __all__ = [
     "Cached",
     "Mapped",
     "cache_path",
+    "identity_of",
     "map_again",
     "part_of",
     "read_cache",
@@ -57,13 +71,21 @@ __all__ = [
     "write_cache",
 ]
 
-MAGIC = b"IM2RIDX1"
-#: size, mtime_ns, inode, device, fingerprint, count, base, span
-_HEADER = struct.Struct("<8sQqQQ32sQqQ")
+MAGIC = b"IM2RIDX2"
+#: size, mtime_ns, ctime_ns, inode, device, fingerprint, count, base, span
+_HEADER = struct.Struct("<8sQqqQQ32sQqQ")
 #: lines from which a parsed index is worth caching (smaller ones parse in
 #: a few milliseconds)
 CACHE_FROM = 200_000
+#: an .idx is copied only once it has not changed for this long (ns): two
+#: changes within one tick of a file system's clock share a change time
+#: (coarse clocks tick every few ms; FAT and some network file systems
+#: keep whole or even seconds)
+SETTLED_NS = 2_000_000_000
 _PIECE = 1 << 18
+
+#: what ties a copy to one .idx (see :func:`identity_of`)
+Identity = tuple[int, int, int, int, int, bytes]
 
 
 def enabled() -> bool:
@@ -71,20 +93,40 @@ def enabled() -> bool:
 
 
 def cache_path(idx: str | os.PathLike[str]) -> str:
-    return os.fspath(idx) + ".im2rec"
+    """Where the copy of ``idx`` is kept: in this user's cache folder, named
+    for this machine and the ``.idx``'s real path."""
+    from ..storage.private import cache_home
+
+    real = os.path.realpath(os.fspath(idx))
+    where = f"{os.uname().nodename if hasattr(os, 'uname') else ''}\0{real}"
+    digest = hashlib.sha256(where.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(cache_home(), "index", f"{digest}.idx")
 
 
-def _identity(fd: int) -> tuple[int, int, int, int, bytes]:
-    """What ties a copy to one ``.idx``: its size, time, inode, device and a
-    hash of its first and last MiB (a rewrite of the same size within the
-    clock's resolution still changes the hash unless it leaves both ends)."""
+def identity_of(idx: str | os.PathLike[str]) -> Identity | None:
+    """The ``.idx``'s identity now, or None when it cannot be read."""
+    from ..storage.files import open_regular
+
+    try:
+        fd, _ = open_regular(idx)
+    except Exception:  # noqa: BLE001 - no .idx: the caller says so
+        return None
+    try:
+        return _identity(fd)
+    finally:
+        os.close(fd)
+
+
+def _identity(fd: int) -> Identity:
+    """What ties a copy to one ``.idx``: its size, modification and change
+    times, inode, device and a hash of its first and last MiB."""
     from ..storage.files import pread
 
     info = os.fstat(fd)
     size = info.st_size
     digest = hashlib.sha256(pread(fd, min(size, 1 << 20), 0))
     digest.update(pread(fd, min(size, 1 << 20), max(0, size - (1 << 20))))
-    return size, info.st_mtime_ns, info.st_ino, info.st_dev, digest.digest()
+    return size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev, digest.digest()
 
 
 class Mapped(NamedTuple):
@@ -99,6 +141,7 @@ class Mapped(NamedTuple):
     mtime_ns: int
     records: int
     span: int
+    idx: str  # the .idx it is a copy of
 
 
 class Cached(NamedTuple):
@@ -108,32 +151,31 @@ class Cached(NamedTuple):
     base: int
 
 
-def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
-    """The arrays of the copy of ``idx``, mapped read-only, or None when
-    there is no usable copy (see the module doc)."""
-    from ..storage.files import open_regular
+def read_cache(idx: str | os.PathLike[str], identity: Identity | None = None) -> Cached | None:
+    """The arrays of the copy of ``idx`` (whose :func:`identity_of` the
+    caller may have taken), mapped read-only, or None when there is no
+    usable copy (see the module doc)."""
+    from ..storage.private import open_own
 
     if not enabled():
         return None
-    try:
-        fd_idx, _ = open_regular(idx)
-    except (OSError, Exception):  # noqa: BLE001 - no .idx: the caller says so
+    identity = identity or identity_of(idx)
+    if identity is None:
+        return None
+    path = cache_path(idx)
+    if not _private(os.path.dirname(path)):
+        return None
+    fd = open_own(path)
+    if fd is None:  # no copy, or one that is not to be trusted: parse the text
         return None
     try:
-        identity = _identity(fd_idx)
-    finally:
-        os.close(fd_idx)
-    try:
-        fd, size = open_regular(cache_path(idx))
-    except Exception:  # noqa: BLE001 - no copy (or not a file): parse the text
-        return None
-    try:
+        size = os.fstat(fd).st_size
         head = os.read(fd, _HEADER.size)
         if len(head) != _HEADER.size:
             return None
         magic, *fields = _HEADER.unpack(head)
-        idx_size, mtime, ino, dev, fingerprint, count, base, span = fields
-        if magic != MAGIC or (idx_size, mtime, ino, dev, fingerprint) != identity:
+        idx_size, mtime, ctime, ino, dev, fingerprint, count, base, span = fields
+        if magic != MAGIC or (idx_size, mtime, ctime, ino, dev, fingerprint) != identity:
             return None
         # bounded before mapping: a line is at least 4 bytes ("0\t0\n")
         if count > idx_size // 4 + 1 or span > 2 * count + 1024:
@@ -141,8 +183,8 @@ def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
         if size != _HEADER.size + 8 * (2 * count + span):
             return None
         info = os.fstat(fd)
-        source = Mapped(cache_path(idx), info.st_dev, info.st_ino, size, info.st_mtime_ns,
-                        count, span)  # fmt: skip
+        source = Mapped(path, info.st_dev, info.st_ino, size, info.st_mtime_ns, count, span,
+                        os.fspath(idx))  # fmt: skip
         arrays = _map(fd, source)
     except (OSError, ValueError):
         return None
@@ -154,29 +196,39 @@ def read_cache(idx: str | os.PathLike[str]) -> Cached | None:
     return Cached(*arrays, base)
 
 
-def map_again(source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The arrays of a copy another process checked and mapped (a
-    DataLoader worker's index), if it is still that very file; else
-    :class:`IndexFormatError`."""
-    from ..errors import IndexFormatError
-    from ..storage.files import open_regular
+def _private(folder: str) -> bool:
+    from ..storage.private import private_folder
 
     try:
-        fd, _ = open_regular(source.path)
-    except Exception as exc:  # noqa: BLE001 - said below, with the file
-        raise IndexFormatError(
-            f"{source.path}: the index's binary copy is gone ({exc}); open the dataset again"
-        ) from None
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) != source[1:5]:
-            raise IndexFormatError(
-                f"{source.path}: the index's binary copy changed after the dataset was "
-                "opened; open the dataset again"
-            )
-        return _map(fd, source)
-    finally:
-        os.close(fd)
+        private_folder(folder) if os.path.lexists(folder) else None
+    except Exception:  # noqa: BLE001 - a folder others may write: not read
+        return False
+    return os.path.isdir(folder)
+
+
+def map_again(source: Mapped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of a copy another process checked and mapped (a
+    DataLoader worker's index): that very file, or a copy made since of
+    the same ``.idx``, checked as an open checks it; else
+    :class:`IndexFormatError`."""
+    from ..errors import IndexFormatError
+    from ..storage.private import open_own
+
+    fd = open_own(source.path)
+    if fd is not None:
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) == source[1:5]:
+                return _map(fd, source)
+        finally:
+            os.close(fd)
+    cached = read_cache(source.idx)  # replaced (the same content, say): checked anew
+    if cached is not None and (len(cached.keys), len(cached.table)) == source[5:7]:
+        return cached.keys, cached.offsets, cached.table
+    raise IndexFormatError(
+        f"{source.idx}: the index changed after the dataset was opened (its binary copy "
+        f"{source.path} is gone or no longer matches it); open the dataset again"
+    )
 
 
 # -- sending mapped arrays to other processes -----------------------------------
@@ -275,28 +327,45 @@ def _consistent(keys: np.ndarray, offsets: np.ndarray, table: np.ndarray, base: 
 
 
 def write_cache(
-    idx: str | os.PathLike[str], keys: np.ndarray, offsets: np.ndarray, table: Any, base: int
+    idx: str | os.PathLike[str],
+    before: Identity | None,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    table: Any,
+    base: int,
 ) -> None:
-    """Write the copy of ``idx`` (``table``: the dense lookup table, or None
-    for sparse keys); nothing happens where that cannot be done."""
+    """Write the copy of ``idx``, parsed from the file whose identity was
+    ``before`` (:func:`identity_of`, taken before the parse); ``table``:
+    the dense lookup table, or None for sparse keys. Nothing happens where
+    that cannot be done, or where the ``.idx`` changed during the parse or
+    too recently (see the module doc)."""
     import numpy as np
 
-    from ..storage.atomic import AtomicGroup
-    from ..storage.files import open_regular
+    from ..storage.atomic import create_output
+    from ..storage.private import private_folder
 
-    if not enabled() or len(keys) < CACHE_FROM:
+    if not enabled() or len(keys) < CACHE_FROM or before is None:
+        return
+    if identity_of(idx) != before or time.time_ns() - max(before[1], before[2]) < SETTLED_NS:
         return
     table = np.empty(0, dtype="<i8") if table is None else table
+    path = cache_path(idx)
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        fd_idx, _ = open_regular(idx)
-        try:
-            identity = _identity(fd_idx)
-        finally:
-            os.close(fd_idx)
-        head = _HEADER.pack(MAGIC, *identity, len(keys), base, len(table))
-        with AtomicGroup() as group, group.open(cache_path(idx)) as f:
-            f.write(head)
+        private_folder(os.path.dirname(path))
+        with os.fdopen(create_output(tmp), "wb") as f:
+            f.write(_HEADER.pack(MAGIC, *before, len(keys), base, len(table)))
             for array in (keys, offsets, table):
                 f.write(np.ascontiguousarray(array, dtype="<i8").data.cast("B"))
-    except Exception:  # noqa: BLE001 - read-only folder, full disk, anything: the index still works
+        try:
+            os.link(tmp, path)  # never over a copy in use...
+        except FileExistsError:
+            if read_cache(idx) is None:  # ...unless it is not this one's
+                os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - no room, no folder, anything: the index still works
         return
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

@@ -9,22 +9,31 @@ at record boundaries (:meth:`CachedView.align`), so no record straddles two
 and an epoch that reads blocks one after another requests each once.
 
 The folder (:class:`BlockCache`) is shared: DataLoader workers, ranks on
-one machine and later runs use the same blocks. Each object has a
-subfolder named from its URL, holding a stamp (size and ETag or
-modification time) that must match the object's when a view opens it, or
-its blocks are removed; blocks are written to a temporary name and renamed,
-under a per-block lock, so two processes never fetch one block twice and
-never read half of one. Past ``budget`` bytes, the least recently used
-blocks go (a process still reading one keeps its open file).
+one machine and later runs of one user use the same blocks. It must be
+that user's own (:func:`~im2rec.storage.private.private_folder`: made with
+mode 0700; one writable by others is refused), as must each object's
+subfolder, named from its URL, so no block, stamp or link in it can be
+planted; nothing there is reached through a link. The subfolder holds a
+stamp (the object's size and ETag, or else its ``Last-Modified``) that
+must match the object's when a view opens it, or its blocks are removed;
+blocks are written to a temporary name and renamed, under a per-block
+lock, so two processes never fetch one block twice and never read half of
+one. A view serves the version of the object it opened: every block it
+fetches is checked to be of that version (an object replaced while it is
+read is an error, never a mix of two versions). Past ``budget`` bytes, the
+least recently used blocks go (a process still reading one keeps its open
+file).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +44,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from .atomic import AtomicGroup, create_output
+from .bounded import Version, version_of
 from .files import FileView, pread_at_least
+from .private import open_own, private_folder
 
 __all__ = ["BlockCache", "CachedView"]
 
@@ -76,16 +88,17 @@ class BlockCache:
         return sum(size for _, size, _ in self._blocks())
 
     def _blocks(self) -> Iterator[tuple[float, int, Path]]:
-        """``(last use, size, path)`` of every block in the folder."""
+        """``(last use, size, path)`` of every block in the folder (links,
+        which no process of im2rec makes there, are not followed)."""
         with os.scandir(self.folder) as objects:
             for entry in objects:
-                if not entry.is_dir():
+                if not entry.is_dir(follow_symlinks=False):
                     continue
                 with os.scandir(entry.path) as files:
                     for f in files:
-                        if f.name.endswith(".blk"):
+                        if _BLOCK.fullmatch(f.name) and f.is_file(follow_symlinks=False):
                             with contextlib.suppress(FileNotFoundError):
-                                st = f.stat()
+                                st = f.stat(follow_symlinks=False)
                                 yield st.st_mtime, st.st_size, Path(f.path)
 
     def evict(self, keep: Path) -> None:
@@ -103,15 +116,12 @@ class BlockCache:
                 total -= size
 
 
-def _stamp_of(details: dict[str, Any]) -> dict[str, Any]:
-    """What identifies an object's content: its size and ETag (S3, GCS, most
-    HTTP servers) or modification time."""
-    tag = None
-    for name in ("ETag", "etag", "md5Hash", "LastModified", "last_modified", "mtime", "updated"):
-        if details.get(name) is not None:
-            tag = f"{name}={details[name]}"
-            break
-    return {"size": int(details["size"]), "tag": tag}
+#: the names im2rec writes in an object's folder: blocks, their temporary
+#: files, and the blocks' bounds (with their temporary files)
+_BLOCK = re.compile(r"[0-9]{1,19}-[0-9]{1,19}\.blk")
+_OURS = re.compile(r"[0-9]{1,19}-[0-9]{1,19}\.(blk|[0-9]{1,10}\.part)|\.?blocks-[0-9]{1,19}\.npy")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class CachedView(FileView):
@@ -123,10 +133,17 @@ class CachedView(FileView):
     portable = True
 
     def __init__(
-        self, url: str, size: int, storage_options: dict[str, Any] | None, cache: BlockCache
+        self,
+        url: str,
+        size: int,
+        storage_options: dict[str, Any] | None,
+        cache: BlockCache,
+        version: Version | None = None,
     ) -> None:
         super().__init__(-1, size, url)
         self.url, self.storage_options, self.cache = url, storage_options, cache
+        #: what every block fetched must be of (the object as opened)
+        self.version = version or Version(size)
         self.home = cache.object_folder(url)
         # block k is bytes starts[k]..starts[k+1] (the last one to the end)
         self.starts = np.arange(0, max(size, 1), cache.block_bytes, dtype=np.int64)
@@ -157,34 +174,42 @@ class CachedView(FileView):
              details: dict[str, Any]) -> CachedView:  # fmt: skip
         """The view of ``url`` (``details``: its size and tags, looked up),
         clearing its blocks from the folder if the object has changed."""
-        view = cls(url, int(details["size"]), storage_options, cache)
-        stamp = {"url": url, **_stamp_of(details)}
-        view.home.mkdir(parents=True, exist_ok=True)
+        version = version_of(details)
+        view = cls(url, version.size, storage_options, cache, version)
+        stamp = {"url": url, "size": version.size, "tag": version.tag}
+        private_folder(cache.folder)
+        private_folder(view.home)
         with view._locked("stamp"):
             path = view.home / "stamp.json"
+            held = _read_small(path, 1 << 16)
             try:
-                held = json.loads(path.read_text())
-            except (OSError, ValueError):
+                held = json.loads(held) if held is not None else None
+            except ValueError:
                 held = None
             if held != stamp:  # another object, or never cached: its blocks are stale
-                for old in view.home.iterdir():
-                    if old.suffix in (".blk", ".part", ".npy"):
+                for name in os.listdir(view.home):
+                    if _OURS.fullmatch(name):  # (only ours: the folder may hold nothing else)
                         with contextlib.suppress(FileNotFoundError):
-                            old.unlink()
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(stamp))
-                os.replace(tmp, path)
+                            os.unlink(view.home / name)
+                with AtomicGroup() as group:
+                    group.write_text(path, json.dumps(stamp))
             else:  # the blocks' bounds, as a process that knew the records left them
-                with contextlib.suppress(OSError, ValueError):
-                    starts = np.load(view._layout(), allow_pickle=False)
-                    if starts.dtype == np.int64 and starts.ndim == 1 and len(starts) >= 1:
-                        if (
-                            starts[0] == 0
-                            and np.all(np.diff(starts) > 0)
-                            and starts[-1] < view.size
-                        ):
-                            view.starts = starts
+                view._load_layout()
         return view
+
+    def _load_layout(self) -> None:
+        """The blocks' bounds another process left (:meth:`align`), if sane."""
+        import io
+
+        most = 8 * (2 * len(self.starts) + 2) + 1024  # (bounds begin at records: fewer)
+        data = _read_small(self._layout(), most)
+        if data is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            starts = np.load(io.BytesIO(data), allow_pickle=False)
+            if starts.dtype == np.int64 and starts.ndim == 1 and len(starts) >= 1:
+                if starts[0] == 0 and np.all(np.diff(starts) > 0) and starts[-1] < self.size:
+                    self.starts = starts
 
     def _layout(self) -> Path:
         return self.home / f"blocks-{self.cache.block_bytes}.npy"
@@ -205,7 +230,8 @@ class CachedView(FileView):
         # ImageRecordIter's workers): they open it with the same bounds.
         with contextlib.suppress(OSError):
             tmp = self.home / f".blocks-{os.getpid()}.npy"
-            np.save(tmp, starts, allow_pickle=False)
+            with os.fdopen(create_output(tmp), "wb") as f:
+                np.save(f, starts, allow_pickle=False)
             os.replace(tmp, self._layout())
 
     def block_of(self, position: int | np.ndarray) -> Any:
@@ -222,7 +248,14 @@ class CachedView(FileView):
     def _locked(self, name: str) -> Iterator[None]:
         # (lock files are never removed: removing one another process holds
         # or waits on would let a third take it at the same time)
-        fd = os.open(self.home / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path, flags = self.home / f"{name}.lock", os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:  # (a link there: it goes, never followed)
+            if exc.errno != errno.ELOOP:
+                raise
+            os.unlink(path)
+            fd = os.open(path, flags | os.O_EXCL, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -247,12 +280,12 @@ class CachedView(FileView):
         path = self._path(block)
         for _ in range(3):  # (another process may evict it between fetch and open)
             try:
-                fd = os.open(path, os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
                 break
             except FileNotFoundError:
                 self._fetch(block)
         else:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         if block not in self._used:
             self._used.add(block)
             with contextlib.suppress(OSError):
@@ -269,14 +302,14 @@ class CachedView(FileView):
             if path.exists():
                 return
             start, end = self.span(block)
-            data = read_range(self.url, start, end, self.storage_options)
+            data = read_range(self.url, start, end, self.storage_options, self.version)
             with self._mutex:
                 self.requests += 1
                 self.bytes_fetched += len(data)
             if len(data) < end - start:
                 raise self._shrunk(start + len(data))
             tmp = path.with_suffix(f".{os.getpid()}.part")
-            with open(tmp, "wb") as f:
+            with os.fdopen(create_output(tmp), "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
         self.cache.evict(keep=path)
@@ -293,7 +326,14 @@ class CachedView(FileView):
                 )
             for block in blocks:
                 block = int(block)
-                if block in self._pending or self._path(block).exists():
+                pending = self._pending.get(block)
+                if pending is not None and not pending.done():
+                    continue
+                # A fetch that is done no longer marks its block: in a process
+                # that asks but never reads (a sampler's), the mark was never
+                # cleared, and a block evicted since was not fetched again.
+                self._pending.pop(block, None)
+                if self._path(block).exists():
                     continue
                 self._pending[block] = self._pool.submit(self._fetch, block)
 
@@ -355,3 +395,16 @@ class CachedView(FileView):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at interpreter exit anything may be gone
             self.close()
+
+
+def _read_small(path: Path, most: int) -> bytes | None:
+    """A file of this user's of at most ``most`` bytes, whole; None for no
+    such file (or a larger one, a link, another user's)."""
+    fd = open_own(path)
+    if fd is None:
+        return None
+    try:
+        data = os.read(fd, most + 1)
+    finally:
+        os.close(fd)
+    return data if len(data) <= most else None

@@ -10,6 +10,15 @@ connections (aiohttp for HTTP, aiobotocore for S3): a ranged ``GET`` whose
 body is read piece by piece up to the range's length, then closed. Other
 protocols go through the backend's ``cat_file``, with its own limits.
 
+The bytes received are the bytes asked for, or an error: a partial
+response (206) must say, in its ``Content-Range``, exactly the range asked
+for (shorter only where the object ends); a server that sends another
+range, or none, is refused (:class:`WrongRange`), and one that stops
+before the range's end is retried as a dropped connection. Given the
+:class:`Version` of the object a reader opened (its size, and its ETag or
+else its ``Last-Modified``), every response must be of that version, or
+:class:`ObjectChanged` says the object was replaced while being read.
+
 The limits (seconds) are :class:`Timeouts`: the defaults below, the
 environment (``IM2REC_CONNECT_TIMEOUT``, ``IM2REC_IDLE_TIMEOUT``,
 ``IM2REC_READ_DEADLINE``), or ``storage_options={"timeouts": {"connect":
@@ -20,13 +29,26 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, Im2RecError
 
-__all__ = ["Stalled", "Timeouts", "backend_options", "get_range", "timeouts_of", "with_deadline"]
+__all__ = [
+    "ObjectChanged",
+    "Stalled",
+    "Timeouts",
+    "Version",
+    "WrongRange",
+    "backend_options",
+    "get_range",
+    "http_modified",
+    "timeouts_of",
+    "version_of",
+    "with_deadline",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +57,72 @@ class Stalled(Im2RecError, OSError):
     """A request to a store got no connection, or no bytes for the idle
     timeout, or did not finish within its deadline. (Not a TimeoutError:
     fsspec turns those into its own, which would lose the message.)"""
+
+
+class WrongRange(Im2RecError, OSError):
+    """A server answered a range request with other bytes than those asked
+    for (another range, or a partial response that does not say which)."""
+
+
+class ObjectChanged(Im2RecError, OSError):
+    """The object is not the version a reader opened: it was replaced."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """What identifies an object's content, as its store states it: its size,
+    and its ETag or, where there is none, its ``Last-Modified`` (HTTP's is
+    to the second: a rewrite of the same size within one second cannot be
+    told from the original by any client)."""
+
+    size: int
+    etag: str | None = None
+    modified: str | None = None
+
+    @property
+    def tag(self) -> str | None:
+        """One string for the ETag or the modification time."""
+        if self.etag is not None:
+            return f"ETag={self.etag}"
+        return None if self.modified is None else f"Last-Modified={self.modified}"
+
+    def check(self, url: str, size: int | None, etag: Any, modified: Any) -> None:
+        """ObjectChanged unless a response of this size (None: unsaid), ETag
+        and modification time (None: unsaid) may be of this version."""
+        said = (
+            (size is not None and size != self.size)
+            or (self.etag is not None and etag is not None and str(etag) != self.etag)
+            or (
+                self.etag is None
+                and self.modified is not None
+                and modified is not None
+                and str(modified) != self.modified
+            )
+        )
+        if said:
+            raise ObjectChanged(
+                f"{url}: the object changed while it was being read (now {size!r} bytes, "
+                f"ETag {etag!r}, modified {modified!r}; it was {self.size:,} bytes, "
+                f"{self.tag or 'no tag'}): open it again to read the new one"
+            )
+
+
+#: the names backends give the ETag and the modification time in a lookup
+_ETAGS = ("ETag", "etag")
+_MODIFIED = ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
+
+
+def version_of(details: dict[str, Any]) -> Version:
+    """The :class:`Version` an fsspec lookup (``info``) describes."""
+    etag = next((details[k] for k in _ETAGS if details.get(k) is not None), None)
+    if etag is None and details.get("md5Hash") is not None:  # (GCS)
+        etag = details["md5Hash"]
+    modified = next((details[k] for k in _MODIFIED if details.get(k) is not None), None)
+    return Version(
+        int(details["size"]),
+        None if etag is None else str(etag),
+        None if modified is None else str(modified),
+    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +224,42 @@ async def _read_up_to(read: Any, want: int) -> bytes:
     return b"".join(pieces)
 
 
-async def _http_range(fs: Any, url: str, start: int, end: int) -> bytes:
+#: ``Content-Range: bytes FIRST-LAST/TOTAL`` (TOTAL may be ``*``); numbers
+#: of at most 19 digits (an int64), so a hostile one costs nothing to read
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,19})-([0-9]{1,19})/([0-9]{1,19}|\*)")
+
+
+def _partial(url: str, said: str | None, start: int, end: int) -> tuple[int, int | None]:
+    """``(bytes it holds, the object's size or None)`` of a partial
+    response whose ``Content-Range`` is ``said``, for bytes ``start`` to
+    ``end`` asked for: :class:`WrongRange` unless it is that range, or the
+    part of it before the object's end."""
+    found = _CONTENT_RANGE.fullmatch((said or "").strip())
+    if found is not None:
+        first, last = int(found[1]), int(found[2])
+        total = None if found[3] == "*" else int(found[3])
+        whole = last == end - 1 or (total is not None and last == total - 1 < end - 1)
+        if first == start and first <= last and whole and (total is None or last < total):
+            return last - first + 1, total
+    raise WrongRange(
+        f"{url}: asked for bytes {start:,}-{end - 1:,}, the server answered with other bytes "
+        f"(Content-Range: {said!r}); they are refused, as they are not the bytes asked for: "
+        "the server (or a proxy before it) does not serve byte ranges as HTTP says"
+    )
+
+
+async def _read_exactly(url: str, read: Any, want: int) -> bytes:
+    """``want`` bytes of a body; a body that stops short is a dropped
+    connection (OSError, retried)."""
+    data = await _read_up_to(read, want)
+    if len(data) < want:
+        raise ConnectionResetError(
+            f"{url}: the response stopped after {len(data):,} of the {want:,} bytes it said"
+        )
+    return data
+
+
+async def _http_range(fs: Any, url: str, start: int, end: int, expect: Version | None) -> bytes:
     session = await fs.set_session()
     headers = {"Range": f"bytes={start}-{end - 1}"}
     async with session.get(fs.encode_url(url), headers=headers) as response:
@@ -149,8 +272,19 @@ async def _http_range(fs: Any, url: str, start: int, end: int) -> bytes:
             return b""
         if status >= 400:
             raise OSError(f"HTTP {status}")  # (5xx: retried)
-        if status != 206 and start:
-            # the whole object, from byte 0: reach the range by reading past it
+        if status not in (200, 206):
+            raise WrongRange(f"{url}: HTTP {status} in answer to a range request")
+        tags = response.headers.get("ETag"), response.headers.get("Last-Modified")
+        if status == 206:
+            want, total = _partial(url, response.headers.get("Content-Range"), start, end)
+            if expect is not None:
+                expect.check(url, total, *tags)
+            return await _read_exactly(url, response.content.read, want)
+        # 200: the whole object, from byte 0 (a server that ignores Range)
+        if expect is not None:
+            length = response.headers.get("Content-Length")
+            expect.check(url, int(length) if length and length.isdigit() else None, *tags)
+        if start:  # reach the range by reading past it
             if start > MAX_SKIP:
                 raise ConnectionRefusedError(
                     f"{url}: the server sent the whole object for a range request (it does not "
@@ -160,7 +294,9 @@ async def _http_range(fs: Any, url: str, start: int, end: int) -> bytes:
         return await _read_up_to(response.content.read, end - start)
 
 
-async def _s3_range(fs: Any, path: str, start: int, end: int) -> bytes:
+async def _s3_range(
+    fs: Any, url: str, path: str, start: int, end: int, expect: Version | None
+) -> bytes:
     bucket, key, version = fs.split_path(path)
     extra = {"VersionId": version} if version else {}
     response = await fs._call_s3(  # noqa: SLF001 - s3fs's request, with its retries and errors
@@ -168,22 +304,46 @@ async def _s3_range(fs: Any, path: str, start: int, end: int) -> bytes:
     )
     body = response["Body"]
     try:
-        return await _read_up_to(body.read, end - start)
+        want, total = _partial(url, response.get("ContentRange"), start, end)
+        if expect is not None:
+            expect.check(url, total, response.get("ETag"), response.get("LastModified"))
+        return await _read_exactly(url, body.read, want)
     finally:
         body.close()
 
 
+async def _http_modified(fs: Any, url: str) -> str | None:
+    session = await fs.set_session()
+    async with session.head(fs.encode_url(url), allow_redirects=True) as response:
+        if response.status >= 400:
+            raise OSError(f"HTTP {response.status}")
+        modified: str | None = response.headers.get("Last-Modified")
+        return modified
+
+
+def http_modified(fs: Any, url: str, limits: Timeouts) -> str | None:
+    """The ``Last-Modified`` of ``url`` as a ``HEAD`` says (fsspec before
+    2024.x left it out of its lookup), within the limits."""
+    from fsspec.asyn import sync
+
+    result: str | None = sync(fs.loop, with_deadline, _http_modified(fs, url), url,
+                              "looking it up", limits)  # fmt: skip
+    return result
+
+
 def get_range(fs: Any, protocol: str, url: str, path: str, start: int, end: int,
-              limits: Timeouts) -> bytes:  # fmt: skip
+              limits: Timeouts, expect: Version | None = None) -> bytes:  # fmt: skip
     """Bytes ``start`` to ``end`` of an object: at most ``end - start``,
-    fewer where it ends; :class:`Stalled` past the limits."""
+    fewer where it ends; :class:`Stalled` past the limits; over HTTP(S)
+    and S3, checked to be those bytes (:class:`WrongRange`) of ``expect``
+    (:class:`ObjectChanged`), see the module doc."""
     if end <= start:
         return b""
     what = f"reading bytes {start:,}-{end:,}"
     if protocol in ("http", "https"):
-        request: Any = _http_range(fs, url, start, end)
+        request: Any = _http_range(fs, url, start, end, expect)
     elif protocol in ("s3", "s3a"):
-        request = _s3_range(fs, path, start, end)
+        request = _s3_range(fs, url, path, start, end, expect)
     else:
         data: bytes = fs.cat_file(path, start=start, end=end)
         return data[: end - start]

@@ -9,9 +9,11 @@ uploads; a group of outputs is published in the order given, the manifest
 last, so a manifest in the store means the files it names are complete.
 
 A pack whose outputs go to a store is made in a local *spool* folder first
-(``$IM2REC_SPOOL``, else ``$XDG_CACHE_HOME/im2rec/spool``, else
-``~/.cache/im2rec/spool``), one subfolder per list URL: an interrupted run's
-partial output stays there for ``--resume`` and goes once it is published.
+(``$IM2REC_SPOOL``, else ``spool`` in :func:`~.private.cache_home`), one
+subfolder per list URL, of the user's own (mode 0700: ``--resume``
+continues what is there, which nobody else may have planted): an
+interrupted run's partial output stays there for ``--resume`` and goes
+once it is published.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from typing import Any
 
 from ..errors import ConfigError, MissingFileError, OutputError
 from . import is_url
-from .atomic import own_folder
 from .files import parse_json
+from .private import cache_home, private_folder
 
 __all__ = [
     "fetch",
@@ -49,15 +51,12 @@ def url_join(base: str, name: str) -> str:
 
 def spool_for(url: str) -> Path:
     """The local folder where outputs for the store at ``url`` are made."""
-    base = os.environ.get("IM2REC_SPOOL")
-    if not base:
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(cache, "im2rec", "spool")
+    base = os.environ.get("IM2REC_SPOOL") or str(cache_home() / "spool")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", url.rstrip("/").rsplit("/", 1)[-1])[:60]
     digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
     folder = Path(base) / f"{name}-{digest}"
     try:
-        own_folder(folder)
+        private_folder(folder)
     except OutputError:
         raise
     except OSError as exc:

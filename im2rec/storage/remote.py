@@ -28,7 +28,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..errors import Im2RecError, MissingFileError, TruncatedRecordError
-from .bounded import backend_options, get_range, timeouts_of, with_deadline
+from .bounded import (
+    Version,
+    backend_options,
+    get_range,
+    http_modified,
+    timeouts_of,
+    version_of,
+    with_deadline,
+)
 from .files import FileView
 
 __all__ = ["RemoteError", "RemoteView", "filesystem", "read_range", "require_fsspec"]
@@ -126,16 +134,21 @@ def _classify(url: str, exc: BaseException) -> Im2RecError | None:
 
 
 def read_range(
-    url: str, start: int, end: int, storage_options: dict[str, Any] | None = None
+    url: str,
+    start: int,
+    end: int,
+    storage_options: dict[str, Any] | None = None,
+    expect: Version | None = None,
 ) -> bytes:
     """At most ``end - start`` bytes from ``start`` of the object at ``url``
-    (fewer where it ends), retried on transient errors, bounded in time
+    (fewer where it ends), retried on transient errors, bounded in time,
+    checked to be those bytes, of the version ``expect`` where given
     (:mod:`.bounded`)."""
     fs, path = filesystem(url, storage_options)
     protocol = url.partition("://")[0].lower()
     limits = timeouts_of(storage_options)
     return call(url, f"reading bytes {start:,}-{end:,}",
-                lambda: get_range(fs, protocol, url, path, start, end, limits))  # fmt: skip
+                lambda: get_range(fs, protocol, url, path, start, end, limits, expect))  # fmt: skip
 
 
 def call(url: str, what: str, fn: Callable[[], T]) -> T:
@@ -169,10 +182,18 @@ class RemoteView(FileView):
     KEEP = 8  # chunks kept (64 MiB)
     GAP = 1 << 20  # a forward step this short, twice in a row, is a scan (a header walk)
 
-    def __init__(self, url: str, size: int, storage_options: dict[str, Any] | None):
+    def __init__(
+        self,
+        url: str,
+        size: int,
+        storage_options: dict[str, Any] | None,
+        version: Version | None = None,
+    ):
         super().__init__(-1, size, url)
         self.url = url
         self.storage_options = storage_options
+        #: what every response must be of (the object as opened)
+        self.version = version or Version(size)
         self.bytes_fetched = 0  # counted for the benchmark's transfer budget
         self.requests = 0
         self._pid = os.getpid()
@@ -186,7 +207,8 @@ class RemoteView(FileView):
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any] | None = None) -> RemoteView:
-        return cls(url, cls.lookup(url, storage_options)["size"], storage_options)
+        details = cls.lookup(url, storage_options)
+        return cls(url, details["size"], storage_options, version_of(details))
 
     @staticmethod
     def lookup(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -224,12 +246,17 @@ class RemoteView(FileView):
                 f"size {size!r}); im2rec reads records by byte range and needs the size: serve "
                 "it with a Content-Length (any static file server does)"
             )
+        if url.startswith(("http://", "https://")) and version_of(details).tag is None:
+            limits = timeouts_of(storage_options)
+            modified = call(url, "looking it up", lambda: http_modified(fs, url, limits))
+            if modified:
+                details = {**details, "Last-Modified": modified}
         return details
 
     # -- fetching ------------------------------------------------------------
 
     def _get(self, start: int, end: int) -> bytes:
-        data = read_range(self.url, start, end, self.storage_options)
+        data = read_range(self.url, start, end, self.storage_options, self.version)
         with self._mutex:
             self.bytes_fetched += len(data)
             self.requests += 1

@@ -22,6 +22,15 @@ part of the file; the shorter parts repeat a few of their records (or, with
 samples. With a cached remote dataset the sampler also tells the cache
 which blocks come next, so they are fetched, several at once, before the
 DataLoader's workers ask for them.
+
+Resuming, defined once: a *pass* is one iteration over the sampler. It
+begins where ``set_epoch``/``load_state_dict`` said (``start``), or at the
+epoch's first sample; ``len(sampler)`` is the length of the pass in
+progress, or of the next one (it does not change when a pass begins), and
+``state_dict(consumed=n)`` is the state after the first ``n`` samples *of
+that pass*: ``start + n`` from the epoch's beginning. So a job that counts
+the samples it trained on since it (re)started, and checkpoints, resumes
+exactly there, however many times it was resumed before.
 """
 
 from __future__ import annotations
@@ -132,17 +141,25 @@ class BlockSampler:
         return min(counts) if self.drop_last else max(counts)
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """The epoch the next iteration runs (its order), beginning after its
-        first ``start`` samples (to resume one)."""
+        """The epoch the next pass runs (its order), beginning after its
+        first ``start`` samples (to resume one); later passes begin at its
+        first sample."""
         per_rank = self._per_rank(int(epoch))
         if not 0 <= start <= per_rank:
             raise ConfigError(f"start must be 0 to {per_rank:,}, not {start:,}")
-        self.epoch, self.start, self.per_rank = int(epoch), int(start), per_rank
+        self.epoch, self.per_rank = int(epoch), per_rank
+        self.start = self.begun = int(start)  # (the next pass's start; the current pass's)
 
     def state_dict(self, consumed: int = 0) -> dict[str, int]:
-        """What resumes this epoch after ``consumed`` samples:
-        ``load_state_dict`` of it, then iterate."""
-        return {"seed": self.seed, "epoch": self.epoch, "start": self.start + consumed}
+        """What resumes this epoch after the first ``consumed`` samples of
+        the pass in progress (or of the next one): ``load_state_dict`` of
+        it, then iterate (see the module doc)."""
+        left = self.per_rank - self.begun
+        if not 0 <= consumed <= left:
+            raise ConfigError(
+                f"consumed must be 0 to {left:,} (the samples of this pass), not {consumed:,}"
+            )
+        return {"seed": self.seed, "epoch": self.epoch, "start": self.begun + consumed}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if int(state["seed"]) != self.seed:
@@ -165,12 +182,17 @@ class BlockSampler:
         return samples, visit
 
     def __len__(self) -> int:
-        return self.per_rank - self.start
+        """The samples of the pass in progress, or of the next one."""
+        return self.per_rank - self.begun
 
     def __iter__(self) -> Iterator[int]:
         samples, visit = self.order()
-        start = self.start
-        self.start = 0  # the next epoch starts from its beginning
+        start = self.begun = self.start
+        self.start = 0  # the next pass starts from the epoch's beginning
+        yield from self._samples(samples, visit, start)
+        self.begun = self.start  # this pass is over: len() is the next one's
+
+    def _samples(self, samples: np.ndarray, visit: np.ndarray, start: int) -> Iterator[int]:
         if self.view is None:
             yield from samples[start:].tolist()
             return

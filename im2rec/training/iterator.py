@@ -99,8 +99,8 @@ class ImageRecordIter:
             raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
         if batch_size < 1 or label_width < 1:
             raise ConfigError("batch_size and label_width must be at least 1")
-        if shuffle_chunk_size < 0:
-            raise ConfigError("shuffle_chunk_size must not be negative")
+        if shuffle_chunk_size < 0 or prefetch_buffer < 0:
+            raise ConfigError("shuffle_chunk_size and prefetch_buffer must not be negative")
         dtype = dtype or "float32"
         aug = augmenter_options(options, _KEYWORDS)
         self.augmenter = Augmenter(tuple(data_shape), dtype=dtype, **aug)  # type: ignore[arg-type]

@@ -202,19 +202,20 @@ class _Files(BaseHTTPRequestHandler):
         data = self._body()
         if data is None:
             return
-        if self.drops.get(self.path, 0) > 0:  # a connection dropped mid-response
-            self.drops[self.path] -= 1
-            self.send_response(206)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data[:10])
-            self.close_connection = True  # the server closes it: the body ends early
-            return
         start, end = 0, len(data) - 1
         ranged = self.headers.get("Range", "")
         if ranged.startswith("bytes="):
             a, _, b = ranged[6:].partition("-")
             start, end = int(a), min(int(b) if b else len(data) - 1, len(data) - 1)
+        if self.drops.get(self.path, 0) > 0:  # a connection dropped mid-response
+            self.drops[self.path] -= 1
+            self.send_response(206)
+            self.send_header("Content-Length", str(end - start + 1))
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.end_headers()
+            self.wfile.write(data[start : start + 10])
+            self.close_connection = True  # the server closes it: the body ends early
+            return
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
@@ -71,6 +73,7 @@ class _Hostile(BaseHTTPRequestHandler):
                 self.wfile.write(data)
             elif kind == "endless":  # the range asked for, then zeros for ever
                 self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
                 self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data[start : end + 1])
@@ -78,6 +81,7 @@ class _Hostile(BaseHTTPRequestHandler):
                     self.wfile.write(bytes(1 << 16))
             elif kind == "trickle":  # a byte at a time, slowly
                 self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
                 self.send_header("Content-Length", str(end - start + 1))
                 self.end_headers()
                 for i in range(start, end + 1):
@@ -89,6 +93,18 @@ class _Hostile(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+            elif kind in ("superset", "before", "unsaid", "multipart"):
+                # a range that holds the one asked for, starts before it, or says nothing
+                first = max(0, start - 100) if kind in ("superset", "before") else start
+                last = min(len(data) - 1, end + 100) if kind == "superset" else end
+                self.send_response(206)
+                if kind in ("superset", "before"):
+                    self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
+                if kind == "multipart":
+                    self.send_header("Content-Type", "multipart/byteranges; boundary=x")
+                self.send_header("Content-Length", str(last - first + 1))
+                self.end_headers()
+                self.wfile.write(data[first : last + 1])
             else:
                 raise AssertionError(kind)
         except (BrokenPipeError, ConnectionResetError):
@@ -105,8 +121,11 @@ def make_rec(path: Path, n: int = 40) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    rec = make_rec(tmp_path_factory.mktemp("served") / "set.rec")
-    _Hostile.files = {"set.rec": rec.read_bytes(), "set.idx": rec.with_suffix(".idx").read_bytes()}
+    folder = tmp_path_factory.mktemp("served")
+    rec, big = make_rec(folder / "set.rec"), make_rec(folder / "big.rec", 400)
+    _Hostile.files = {
+        p.name: p.read_bytes() for r in (rec, big) for p in (r, r.with_suffix(".idx"))
+    }
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -150,6 +169,59 @@ def test_an_endless_body_is_read_only_as_far_as_asked(server: tuple[str, Path]) 
 def test_a_server_that_ignores_ranges_still_gives_the_records(server: tuple[str, Path]) -> None:
     base, rec = server
     assert list(RecordReader(f"{base}/norange-set.rec")) == list(RecordReader(rec))
+
+
+@pytest.mark.parametrize("kind", ["superset", "before", "unsaid", "multipart"])
+def test_bytes_other_than_those_asked_for_are_refused(
+    server: tuple[str, Path], tmp_path: Path, kind: str
+) -> None:
+    """A partial response must say it holds exactly the range asked for: a
+    superset (key 1500 had read as another record), a range that starts
+    earlier, or none said, is one error naming the URL, whether read
+    directly, by `rec verify`, or through the block cache, where nothing of
+    it is kept for the next run."""
+    from im2rec.storage.blockcache import BlockCache
+    from im2rec.training.dataset import RecordDataset
+
+    url = f"{server[0]}/{kind}-big.rec"  # (3 MB: reads by key are ranges past its start)
+    with pytest.raises(bounded.WrongRange, match=rf"{kind}-big.(rec|idx): asked for bytes"):
+        RecordDataset(url, output="bytes")[300]
+    error = one_error(rec_cmd("show", url, "-o", str(tmp_path / "s.png"), "-n", "2",
+                              "--random"))  # fmt: skip
+    assert url in error and "not the bytes asked for" in error
+    cache = BlockCache(str(tmp_path / "cache"), block_bytes=1 << 16, budget=1 << 22)
+    with pytest.raises(bounded.WrongRange):
+        RecordDataset(url, output="bytes", cache=cache)[300]
+    real = _Hostile.files["big.rec"]
+    for block in (tmp_path / "cache").rglob("*.blk"):  # (a range from byte 0 may be right)
+        first, last = map(int, block.stem.split("-"))
+        assert block.read_bytes() == real[first:last]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.integers(0, 1 << 20),
+    length=st.integers(1, 1 << 20),
+    first=st.integers(0, 1 << 21),
+    last=st.integers(0, 1 << 21),
+    total=st.one_of(st.none(), st.integers(0, 1 << 22)),
+)
+def test_a_partial_response_is_taken_only_for_the_range_asked(
+    start: int, length: int, first: int, last: int, total: int | None
+) -> None:
+    """``Content-Range: bytes FIRST-LAST/TOTAL`` answers bytes START..END-1
+    only when it is that range, or its part before the object's end."""
+    end = start + length
+    said = f"bytes {first}-{last}/{'*' if total is None else total}"
+    exact = first == start and last == end - 1 and (total is None or last < total)
+    at_the_end = first == start and total is not None and first <= last == total - 1 < end - 1
+    try:
+        got = bounded._partial("u", said, start, end)
+    except bounded.WrongRange:
+        assert not (exact or at_the_end)
+    else:
+        assert exact or at_the_end
+        assert got == (last - first + 1, total)
 
 
 def test_a_trickling_server_is_given_up_and_named(server: tuple[str, Path]) -> None:

@@ -5,6 +5,7 @@ real HTTP range server and a real S3 server."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -117,6 +118,39 @@ def test_sampler_ranks_resume_and_state(folder: Path) -> None:
         BlockSampler(ds, num_replicas=2, rank=2)
 
 
+def test_a_resumed_resume_goes_on_where_the_last_one_stopped(folder: Path) -> None:
+    """``consumed`` counts the samples of the pass in progress, resumed or
+    not, before or during its iteration, and ``len`` is that pass's length
+    throughout: a job resumed twice repeats and skips nothing (it had
+    counted from the epoch's start in one case, from the resumed start in
+    the other)."""
+    ds = RecordDataset(folder / "data.rec", output="bytes")
+    full = list(BlockSampler(ds, seed=7, block_bytes=BLOCK).__iter__())
+    first = BlockSampler(ds, seed=7, block_bytes=BLOCK)
+    taken = []
+    it = iter(first)
+    taken += [next(it) for _ in range(40)]
+    state = first.state_dict(consumed=40)  # (mid-iteration)
+    for run in range(3):  # each run resumes the last one's checkpoint
+        job = BlockSampler(ds, seed=7, block_bytes=BLOCK)
+        job.load_state_dict(state)
+        assert len(job) == 300 - state["start"]
+        assert job.state_dict(consumed=0) == state  # (before it iterates)
+        it = iter(job)
+        got = [next(it) for _ in range(30)]
+        assert len(job) == 300 - state["start"]  # the same while the pass runs
+        taken += got
+        state = job.state_dict(consumed=30)
+        assert state["start"] == 40 + 30 * (run + 1)
+    rest = BlockSampler(ds, seed=7, block_bytes=BLOCK)
+    rest.load_state_dict(state)
+    taken += list(rest)
+    assert taken == full  # every sample once, in the epoch's order
+    assert len(rest) == 300  # that pass is over: the next begins at the start
+    with pytest.raises(ConfigError, match="consumed must be 0 to 300"):
+        rest.state_dict(consumed=301)
+
+
 def needs_remote() -> None:
     pytest.importorskip("fsspec", reason="URLs need the remote extra")
     pytest.importorskip("aiohttp", reason="http:// URLs need aiohttp (the remote extra)")
@@ -202,6 +236,112 @@ def test_the_budget_is_kept_and_a_changed_object_is_fetched_again(
         fresh = cached_dataset(f"{server.url}/data.rec", tmp_path / "cache2")
         assert fresh[0][0] == bytes(rec[header_end : header_end + len(fresh[0][0])])
         assert server.gets["/data.rec"] > fetched
+
+
+def test_read_ahead_goes_on_after_the_first_epoch_with_a_small_budget(
+    folder: Path, tmp_path: Path
+) -> None:
+    """The sampler's process asks for blocks ahead but never reads them (its
+    DataLoader's workers do): with a budget smaller than the data, blocks
+    evicted in one epoch are fetched ahead again in the next (the first
+    epoch's asks had stayed marked pending for ever, so every later block
+    was fetched by a worker, waiting for it)."""
+    with serving(folder) as server:
+        ds = cached_dataset(f"{server.url}/data.rec", tmp_path / "cache", budget=6 * BLOCK,
+                            ahead=1)  # fmt: skip
+        view = ds.reader._ensure_open()
+        assert isinstance(view, CachedView)
+        sampler = BlockSampler(ds, seed=4, window=2)
+        fetched = []
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            before = view.requests
+            for _ in sampler:  # asks ahead, reads nothing
+                view.wait()
+            fetched.append(view.requests - before)
+        blocks = len(view.starts)
+        assert fetched[0] >= blocks - 1  # (the first block came with the open)
+        assert all(n >= blocks - 6 for n in fetched[1:]), fetched  # the evicted ones, again
+
+
+def test_without_an_etag_a_rewrite_is_told_by_its_time(folder: Path, tmp_path: Path) -> None:
+    """A server that sends no ETag (Python's http.server, many static ones):
+    an object rewritten with the same size is told by its Last-Modified,
+    in a later run and in a dataset that was open meanwhile (which serves
+    the blocks it holds of the version it opened, and refuses to fetch a
+    block of another)."""
+    from im2rec.storage.bounded import ObjectChanged
+
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in ("data.rec", "data.idx"):
+        (served / name).write_bytes((folder / name).read_bytes())
+    with serving(served, etag=False) as server:
+        url = f"{server.url}/data.rec"
+        ds = cached_dataset(url, tmp_path / "cache")
+        first = ds[0][0]
+        rec = bytearray((served / "data.rec").read_bytes())
+        payload_at = 8 + 24
+        rec[payload_at] ^= 0xFF  # the same size, another first byte
+        (served / "data.rec").write_bytes(bytes(rec))
+        later = os.stat(served / "data.rec").st_mtime + 5
+        os.utime(served / "data.rec", (later, later))
+        assert ds[0][0] == first  # (the block it holds: the version it opened)
+        with pytest.raises(ObjectChanged, match="changed while it was being read"):
+            ds[299]  # a block it has to fetch: of another version
+        fresh = cached_dataset(url, tmp_path / "cache")  # a later run
+        assert fresh[0][0] == bytes(rec[payload_at : payload_at + len(first)]) != first
+
+
+def test_links_in_the_cache_are_never_followed(folder: Path, tmp_path: Path) -> None:
+    """An object's folder is named from its URL: a symlink planted there
+    is refused (its blocks, and a user's own .npy files in the link's
+    target, had been written or deleted through it); so is a cache folder
+    others may write; links at the names of the stamp's, a block's and the
+    layout's temporary files, and of a lock, are replaced, not followed."""
+    from im2rec.errors import OutputError
+    from im2rec.storage.bounded import version_of
+
+    needs_remote()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "weights.npy").write_bytes(b"precious")
+    with serving(folder) as server:
+        url = f"{server.url}/data.rec"
+        cache = BlockCache(str(tmp_path / "cache"), block_bytes=BLOCK, budget=64 << 20)
+        os.makedirs(cache.folder, mode=0o700)
+        os.symlink(victim, cache.object_folder(url))
+        with pytest.raises(OutputError, match="is a symlink, not a folder"):
+            RecordDataset(url, output="bytes", cache=cache)
+        assert (victim / "weights.npy").read_bytes() == b"precious"
+        os.unlink(cache.object_folder(url))
+        os.chmod(cache.folder, 0o777)
+        with pytest.raises(OutputError, match="may be written by others"):
+            RecordDataset(url, output="bytes", cache=cache)
+        os.chmod(cache.folder, 0o700)
+        # the names of the blocks the reads below fetch, from a first run
+        first = RecordDataset(url, output="bytes",
+                              cache=BlockCache(str(tmp_path / "c0"), block_bytes=BLOCK))  # fmt: skip
+        _ = [first[i] for i in range(0, 300, 7)]
+        blocks = [p.stem for p in (tmp_path / "c0").rglob("*.blk")]
+        assert len(blocks) > 3
+        home = cache.object_folder(url)
+        os.mkdir(home, 0o700)
+        target = victim / "weights.npy"
+        for name in (f".stamp.json.{os.getpid()}.tmp", "stamp.lock", f".blocks-{os.getpid()}.npy",
+                     *(f"{b}.{os.getpid()}.part" for b in blocks)):  # fmt: skip
+            os.symlink(target, home / name)
+        ds = RecordDataset(url, output="bytes", cache=cache)
+        local = RecordDataset(folder / "data.rec", output="bytes")
+        assert [ds[i][0] for i in range(0, 300, 7)] == [local[i][0] for i in range(0, 300, 7)]
+        view = ds.reader._ensure_open()
+        assert isinstance(view, CachedView)
+        view.align(ds.record_offsets())
+        assert target.read_bytes() == b"precious" and not target.is_symlink()
+        assert (
+            json.loads((home / "stamp.json").read_text())["tag"]
+            == version_of({"size": view.size, "ETag": view.version.etag}).tag
+        )
 
 
 def test_block_cache_settings_are_checked(tmp_path: Path) -> None:
