@@ -191,7 +191,7 @@ $(VENV)/.atheris: $(VENV)/.installed
 fuzz: $(VENV)/.native $(VENV)/.atheris ## Run every fuzz harness for FUZZ_SECONDS (30) each (ASan build)
 	scripts/sanitize.sh $(BIN)/python $(FUZZ_SECONDS) --fuzz-only
 
-sanitize: $(VENV)/.native $(VENV)/.atheris ## C extensions under ASan+UBSan (clang): native tests + a short fuzz pass
+sanitize: $(VENV)/.native $(VENV)/.atheris ## C extensions under ASan+UBSan (GCC, then clang): native tests + a short fuzz pass
 	scripts/sanitize.sh $(BIN)/python $(or $(SANITIZE_FUZZ_SECONDS),10)
 
 golden: $(MX_VENV)/.installed ## Regenerate tests/golden with real MXNet

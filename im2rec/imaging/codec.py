@@ -120,8 +120,15 @@ def backend_info() -> dict[str, Any]:
         "libjpeg_turbo": features.version_feature("libjpeg_turbo") if turbo else None,
         # the JPEG region decoder (im2rec.imaging), when built and switched on
         "region_decoder": native.jpeg_turbo_version(regions) if regions is not None else None,
-        "missing": {name: what for name, what in CODECS.items() if not features.check(name)},
+        "missing": {name: what for name, what in CODECS.items() if not _has(name)},
     }
+
+
+def _has(name: str) -> bool:
+    """Whether this Pillow has the codec or part ``name``; one it does not
+    know at all (AVIF before Pillow 11.2) it has not."""
+    known = name in features.modules or name in features.codecs or name in features.features
+    return known and bool(features.check(name))
 
 
 def pillow_format(img_fmt: str) -> str:
