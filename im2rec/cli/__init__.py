@@ -132,24 +132,48 @@ class LazyGroup(click.Group):
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=2, cutoff=0.5)
-            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            ctx.fail(f"No such command {name!r}.{hint} See `rec --help` for the list.")
+            ctx.fail(f"No such command {name!r}.{_did_you_mean(close)}")
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
+        """An unknown option says whose it is (another command's), or names
+        the closest of this command's, in the words of an unknown command."""
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
             command = exc.ctx.info_name if exc.ctx else None
+            said = f"No such option {exc.option_name!r} for `rec {command}`"
             owner = _owner_of(exc.option_name, command)
             if owner:
                 raise click.UsageError(
-                    f"No such option: {exc.option_name} for `rec {command}`; it is an option of "
-                    f"`rec {owner}` (im2rec.py took every option in one command line; rec "
-                    "splits listing from packing)",
+                    f"{said}: it is an option of `rec {owner}` (im2rec.py took every option in "
+                    "one command line; rec splits listing from packing)",
                     ctx=exc.ctx,
                 ) from exc
-            raise
+            close = _closest_options(exc.option_name, exc.ctx.command) if exc.ctx else []
+            raise click.UsageError(f"{said}.{_did_you_mean(close)}", ctx=exc.ctx) from exc
+
+
+def _did_you_mean(names: list[str]) -> str:
+    return f" Did you mean {' or '.join(repr(n) for n in names)}?" if names else ""
+
+
+def _closest_options(option: str, command: click.Command) -> list[str]:
+    """The options of ``command`` that ``option`` most likely meant: those
+    whose help speaks of its word (``--images``: ``--decode``, "decode
+    every image"), else those spelled most alike."""
+    import re
+
+    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    names = [name for p in options for name in p.opts if name.startswith("--")]
+    alike = difflib.get_close_matches(option, names, n=2, cutoff=0.75)  # a typo
+    if alike:
+        return alike
+    word = option.lstrip("-").lower()
+    stem = word[:-1] if word.endswith("s") else word
+    spoken = re.compile(rf"(?<![-\w]){re.escape(stem)}s?\b")  # a word, not an option's name
+    by_help = [p.opts[0] for p in options if p.help and spoken.search(p.help.lower())]
+    return by_help[:2] or difflib.get_close_matches(option, names, n=2, cutoff=0.6)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -231,40 +231,54 @@ class _Bar:
     def __init__(self, progress: Progress | None):
         self.progress = progress
 
-    def track(self, description: str, total: int, done: int = 0) -> Callable[[int, int, int], None]:
+    def track(
+        self, description: str, total: int, done: int = 0, unit: str = "images"
+    ) -> Callable[[int, int, int], None]:
+        """A bar counting ``unit`` (``images``, ``records``; ``bytes``: done
+        and total are bytes, shown as sizes). Rates count from the first
+        call, so work done before (a resumed pack's) is not in them."""
         progress = self.progress
         if progress is None:
             return lambda _d, _t, _b: None
-        task = progress.add_task(description, total=total, completed=done, rate="")
-        start, first = time.perf_counter(), done
+        task = progress.add_task(description, total=total or None, completed=done, rate="",
+                                 count="")  # fmt: skip
+        since: list[float] = []  # (time, done, bytes) of the first call
 
         def update(done: int, total: int, nbytes: int) -> None:
-            elapsed = max(time.perf_counter() - start, 1e-9)
-            rate = f"{(done - first) / elapsed:,.0f} img/s  {nbytes / elapsed / 1e6:,.1f} MB/s"
-            progress.update(task, completed=done, total=total, rate=rate)
+            now = time.perf_counter()
+            if not since:
+                since.extend((now, done, nbytes))
+            elapsed = now - since[0]
+            if unit == "bytes":
+                count = f"{size_text(done)}/{size_text(total)}" if total else size_text(done)
+                rate = f"{(done - since[1]) / elapsed / 1e6:,.1f} MB/s" if elapsed > 0 else ""
+            else:
+                count = f"{done:,}/{total:,}" if total else f"{done:,}"
+                rate = (
+                    f"{(done - since[1]) / elapsed:,.0f} {unit}/s  "
+                    f"{(nbytes - since[2]) / elapsed / 1e6:,.1f} MB/s"
+                    if elapsed > 0
+                    else ""
+                )
+            progress.update(task, completed=done, total=total or None, count=count, rate=rate)
 
         return update
 
 
 @contextmanager
 def progress_bar(*, quiet: bool = False) -> Iterator[_Bar]:
-    """Progress bars (images/s, MB/s, ETA) on stderr when it is a terminal."""
+    """Progress bars (the count, its rate, MB/s, ETA) on stderr when it is a
+    terminal."""
     console = None if quiet or not maybe_terminal(sys.stderr) else err_console()
     if console is None or not console.is_terminal:
         yield _Bar(None)
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.fields[count]}"),
         TextColumn("{task.fields[rate]}"),
         TimeRemainingColumn(),
     )

@@ -8,6 +8,7 @@ import os
 
 import click
 
+from ..errors import MissingFileError
 from .common import (
     REC,
     count_text,
@@ -124,7 +125,7 @@ def export_command(
     from ..formats.wds_export import export_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
-        track = bar.track(os.path.basename(rec), total=0)
+        track = bar.track(os.path.basename(rec), total=0, unit="records")
         result = export_webdataset(rec, output, maxcount=maxcount, maxsize=maxsize,
                                    on_progress=track)  # fmt: skip
     if as_json:
@@ -181,8 +182,11 @@ def import_command(
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         make_parent(output)
-        names = expand_shards(list(shards))
-        track = bar.track(f"{len(names)} shard(s)", total=0)
+        try:
+            names = expand_shards(list(shards))
+        except MissingFileError as exc:  # a shard named on the command line: a usage mistake
+            raise click.UsageError(str(exc)) from None
+        track = bar.track(f"{len(names)} shard(s)", total=0, unit="records")
         result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
                                    on_progress=track)  # fmt: skip
     if as_json:

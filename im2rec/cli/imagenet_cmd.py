@@ -34,7 +34,7 @@ STEPS = {
 @click.option(
     "--download-dir",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder with ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar.",
 )
 @click.option(
@@ -49,13 +49,13 @@ STEPS = {
 @num_workers_option(1, "Threads that read images while packing (as GluonCV's --num-thread).")
 @click.option(
     "--val-map",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Val labels: GluonCV pklz/pkl, `fname wnid` lines, valprep.sh or TF synset labels "
     "[default: imagenet_val_maps.pklz in --download-dir, else the map bundled with im2rec].",
 )
 @click.option(
     "--devkit",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="ILSVRC2012_devkit_t12.tar.gz; with --val-map too, the two are cross-checked.",
 )
 @click.option("--resume", is_flag=True, help="Continue an interrupted run.")

@@ -112,7 +112,7 @@ def verify_command(
         progress_bar(quiet=as_json) as bar,
     ):
         total = 0 if is_url(path) else Path(path).stat().st_size  # a URL's size comes later
-        track = bar.track(rec.rsplit("/", 1)[-1], total=total)
+        track = bar.track(rec.rsplit("/", 1)[-1], total=total, unit="bytes")
         result = verify(path, idx, decode=decode, manifest=manifest,
                         on_progress=lambda done, total: track(done, total, done))  # fmt: skip
     if as_json:

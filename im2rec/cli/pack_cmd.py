@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..errors import MissingFileError
 from ..executors import LocalExecutor, default_workers
 from ..listing.finding import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
@@ -230,7 +231,10 @@ def _find_lists(targets: tuple[str, ...]) -> list[Path | str]:
     found: list[Path | str] = []
     local = [t for t in targets if not is_url(t)]
     if local or not targets:
-        found.extend(find_lists(local))
+        try:
+            found.extend(find_lists(local))
+        except MissingFileError as exc:  # an input named on the command line: a usage mistake
+            raise click.UsageError(str(exc)) from None
     for target in targets:
         if is_url(target):
             from ..packing.remote import find_remote_lists

@@ -25,9 +25,11 @@ from PIL import ImageOps, UnidentifiedImageError
 
 from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
+from ..listing.lstfile import class_map_beside, read_class_map
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
 from ..recordio.reader import SPAN_LIMIT
+from ..storage import is_url
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
 from .augment.fused import Writer
@@ -63,6 +65,13 @@ class RecordDataset:
     request per block, not per sample, and a later one none at all if the
     dataset fits the budget.
 
+    ``classes`` and ``class_to_idx`` are as ``torchvision``'s ``ImageFolder``
+    has them: the class names in label order and the name -> label map,
+    from the class map ``rec list`` wrote (``class_map``; by default
+    ``PREFIX.classes.tsv`` beside a local ``.rec``, see
+    :func:`~im2rec.listing.lstfile.class_map_beside`); empty when there is
+    none.
+
     An image that does not decode (in this class or in ``transform``) raises
     :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.
     With ``on_corrupt="skip"`` the next record that decodes is returned in
@@ -86,6 +95,7 @@ class RecordDataset:
         labels: Literal["class", "float"] = "class",
         storage_options: dict[str, Any] | None = None,
         cache: BlockCache | str | os.PathLike[str] | None = None,
+        class_map: str | os.PathLike[str] | None = None,
     ):
         if layout not in ("auto", "plain", "insightface"):
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
@@ -127,6 +137,15 @@ class RecordDataset:
         if self.layout == "insightface":
             first = int(unpack(self.reader.read_key(0))[0].label[0])
             self.keys = range(1, first)
+        if class_map is None and not is_url(rec):
+            class_map = class_map_beside(rec)
+        labels_of = read_class_map(class_map) if class_map is not None else {}
+        #: the class names in label order (a label with no name: its number)
+        self.classes: list[str] = [
+            labels_of.get(k, str(k)) for k in range(max(labels_of, default=-1) + 1)
+        ]
+        #: class name -> label, as torchvision's ``ImageFolder.class_to_idx``
+        self.class_to_idx: dict[str, int] = {name: k for k, name in labels_of.items()}
 
     def record_offsets(self) -> np.ndarray:
         """Where each sample's record starts in the file (int64), in the

@@ -320,6 +320,7 @@ def test_other_val_map_formats(fake: FakeImagenet, tmp_path: Path, fmt: str) -> 
     assert load_val_map(path).as_dict() == fake.answer
 
 
+@pytest.mark.slow
 def test_the_bundled_map_is_gluoncvs(tmp_path: Path) -> None:
     vm = bundled_val_map()
     assert len(vm.pairs) == 50_000 and len(vm.wnids) == 1000
@@ -364,7 +365,7 @@ def test_with_rec(fake: FakeImagenet, tmp_path: Path, workers: int) -> None:
         "train.classes.tsv", "train.idx", "train.pack.json", "train.rec",
         "val.classes.tsv", "val.idx", "val.pack.json", "val.rec",
     ]  # fmt: skip
-    # the class names reach rec info, as for a dataset rec list made (issue 35)
+    # the class names reach rec info, as for a dataset rec list made
     from click.testing import CliRunner
 
     from im2rec.cli import main
@@ -467,6 +468,9 @@ def test_cli(fake: FakeImagenet, tmp_path: Path) -> None:
         again.exit_code == 0 and "already prepared by rec imagenet; nothing to do" in again.output
     )
     missing = CliRunner().invoke(main, ["imagenet", "--download-dir", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "Directory" in missing.output and "nope" in missing.output
+    (tmp_path / "empty").mkdir()  # a folder named that is there, without the tars in it
+    missing = CliRunner().invoke(main, ["imagenet", "--download-dir", str(tmp_path / "empty")])
     assert missing.exit_code == 1 and "ILSVRC2012_img_train.tar: not found" in missing.output
     assert "Traceback" not in missing.output
 
@@ -482,6 +486,7 @@ def test_a_devkit_that_is_not_one(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path, sig: str) -> None:
     """kill -9, Ctrl-C or SIGTERM of a real `rec imagenet` in the middle of
     train, then --resume."""

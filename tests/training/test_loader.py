@@ -169,6 +169,7 @@ def shape_of(image: np.ndarray) -> tuple[int, ...]:
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.slow
 def test_torch_dataloader_with_workers(plain: Path, method: str) -> None:
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -189,6 +190,7 @@ def first_label(label: object) -> float:
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.slow
 def test_augmenter_as_transform_in_a_dataloader(plain: Path, method: str) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -269,3 +271,35 @@ def test_the_readme_loop_trains_with_cross_entropy(tmp_path: Path) -> None:
     assert labels.dtype == torch.int64
     logits = torch.nn.Linear(3 * 32 * 32, 3)(torch.as_tensor(images).flatten(1))
     torch.nn.CrossEntropyLoss()(logits, labels).backward()
+
+
+@pytest.mark.slow
+def test_classes_and_class_to_idx_as_image_folder_has_them(tmp_path: Path) -> None:
+    """From the class map `rec list` wrote beside the list the .rec was
+    packed from (example_train.rec -> example.classes.tsv), through the real
+    CLI; a .rec with no map beside it has none, and one can be named."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "example"
+    shutil.copytree(root, tmp_path / "example")
+    for args in (["list", "example", "--recursive", "--train-ratio", "0.8", "-q"],
+                 ["pack", "--pass-through", "-q"]):  # fmt: skip
+        subprocess.run([sys.executable, "-m", "im2rec", *args], cwd=tmp_path, check=True)
+    train = RecordDataset(tmp_path / "example_train.rec")
+    assert train.classes == ["birds", "cats", "dogs"]
+    assert train.class_to_idx == {"birds": 0, "cats": 1, "dogs": 2}
+    assert {train.classes[label] for _, label in (train[i] for i in range(len(train)))} <= {
+        "birds",
+        "cats",
+        "dogs",
+    }
+    moved = tmp_path / "alone"
+    moved.mkdir()
+    for ext in (".rec", ".idx"):
+        shutil.copy(tmp_path / f"example_train{ext}", moved / f"x{ext}")
+    alone = RecordDataset(moved / "x.rec")
+    assert (alone.classes, alone.class_to_idx) == ([], {})
+    named = RecordDataset(moved / "x.rec", class_map=tmp_path / "example.classes.tsv")
+    assert named.classes == train.classes
