@@ -12,9 +12,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
 
 import pytest
+
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,6 +112,7 @@ def _run_blocks(section: str, cwd: Path) -> str:
             done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=300)  # fmt: skip
             assert done.returncode == 0, body + done.stderr
+            assert done.stderr == "", body + done.stderr  # a snippet as printed says no more
         printed.append(done.stdout)
     return "".join(printed)
 
@@ -209,16 +214,36 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     commands and the API reference from the docstrings: a broken link,
     anchor or reference fails (what `make docs` runs in CI)."""
     pytest.importorskip("mkdocs")
-    pytest.importorskip("mkdocs_click")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    reference = (tmp_path / "site" / "cli" / "index.html").read_text()
-    for command in ("list", "pack", "verify", "imagenet", "export"):
-        assert f'id="rec-{command}"' in reference, command
+    check_the_command_reference((tmp_path / "site" / "cli" / "index.html").read_text())
+    for page in (tmp_path / "site").rglob("*.html"):  # renders the same offline
+        assert "fonts.googleapis.com" not in page.read_text(), page
+
+
+def check_the_command_reference(html: str) -> None:
+    """The built page says what ``--help`` says: each command's real
+    defaults (no Click sentinel, no function's repr) and its examples as
+    code, line by line."""
+    from click.testing import CliRunner
+
+    from im2rec.cli import COMMANDS, main
+
+    text = unescape(re.sub(r"<[^>]+>", "", html))
+    assert "Sentinel" not in text and "<function" not in text and "UNSET" not in text
+    for command in sorted(COMMANDS):
+        assert f'id="rec-{command}"' in html, command
+        shown = CliRunner().invoke(main, [command, "--help"], terminal_width=88).output
+        examples = (
+            shown.split("Examples:", 1)[1].split("\n\n", 1)[0] if "Examples:" in shown else ""
+        )
+        for line in [*examples.splitlines(), *re.findall(r".*\[default: .*", shown)]:
+            assert line.strip() in text, (command, line)
+    assert "[default: 95]" in text and "[default: (number of CPUs); x>=1]" in text
 
 
 def test_every_file_the_docs_point_to_exists() -> None:
@@ -242,7 +267,7 @@ def test_every_file_the_docs_point_to_exists() -> None:
 
 def test_no_install_line_asks_the_registry_for_im2rec() -> None:
     """im2rec is not on PyPI yet: `pip install im2rec` fails as printed
-    (issue 35). Every install of im2rec itself is from a checkout."""
+    as printed. Every install of im2rec itself is from a checkout."""
     pages = [*DOCS, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "examples").glob("*.md"))]
     found = [
         (page.name, line.strip())
@@ -255,7 +280,7 @@ def test_no_install_line_asks_the_registry_for_im2rec() -> None:
 
 def test_rec_imagenet_on_the_fake_runs_as_printed(tmp_path: Path) -> None:
     """docs/imagenet.md's try-out: the fake ILSVRC2012 and rec imagenet on it
-    (issue 35: there was no way to see it work without the 155 GB)."""
+    (the way to see it work without the 155 GB)."""
     (tmp_path / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "fake_imagenet.py", tmp_path / "examples")
     section = _section("docs/imagenet.md", "Trying it on a fake", "The tars and their checksums")
