@@ -18,6 +18,35 @@ from PIL import Image
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def children_of(pid: int) -> list[int]:
+    """The child processes of ``pid`` now (Linux's /proc; none elsewhere)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(pids: list[int], timeout: float = 30.0) -> None:
+    """Poll until every one of ``pids`` has exited (a zombie counts as gone:
+    its parent was killed, so nobody reaps it but init)."""
+    import time
+
+    def alive(pid: int) -> bool:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        return not any(line.startswith("State:") and "Z" in line for line in status.splitlines())
+
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(alive(p) for p in pids), f"still running after {timeout:g} s: {pids}"
+
+
 def touch(root: Path, *paths: str) -> None:
     """Create small placeholder files (listing reads names, not pixels)."""
     for p in paths:
@@ -195,6 +224,7 @@ _LEAVE_THREADS = (
     "tests/packing/test_remote_pack.py",
     "tests/packing/test_sharding.py",
     "tests/training/test_blockorder.py",
+    "tests/storage/test_blockcache.py",
 )
 
 

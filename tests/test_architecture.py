@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import im2rec
 
 PACKAGE = Path(im2rec.__file__).parent
@@ -88,6 +90,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_import_cycles() -> None:
     graph = {name: imported(name) for name in MODULES}
     assert "im2rec.recordio.index_cache" in graph["im2rec.recordio.views"]  # (the walk works)
@@ -146,7 +149,7 @@ def test_the_version_is_the_packages() -> None:
 def test_the_dev_lock_pins_every_extra() -> None:
     """make install installs with constraints/dev.txt (make lock writes it):
     a dependency added to an extra without `make lock` would be resolved
-    unpinned again, the slow search the lock exists to skip (issue 35)."""
+    unpinned again, the slow search the lock exists to skip."""
     import re
 
     root = PACKAGE.parent

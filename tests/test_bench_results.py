@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,6 +27,7 @@ def _save(
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
+@pytest.mark.slow
 def test_results_are_saved_and_drawn(tmp_path: Path) -> None:
     results, out = tmp_path / "results", tmp_path / "img"
     _save(
@@ -57,3 +60,29 @@ def test_results_are_saved_and_drawn(tmp_path: Path) -> None:
 def test_every_benchmark_saves_its_results() -> None:
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
         assert "save_results(" in script.read_text(), script.name
+
+
+def test_the_performance_page_says_what_the_results_do(tmp_path: Path) -> None:
+    """docs/performance.md's tables are written from bench/results by
+    bench/report.py: the page as committed is what the results give, and a
+    new result changes it (a missed target is listed as missed)."""
+    check = [sys.executable, "bench/report.py", "--check"]
+    done = subprocess.run(check, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+    results = tmp_path / "results"
+    results.mkdir()
+    for path in (ROOT / "bench" / "results").glob("*.json"):
+        (results / path.name).write_bytes(path.read_bytes())
+    pack = json.loads((results / "pack.json").read_text())
+    pack["ratios"][0]["ratio"] = 0.5  # under its target
+    (results / "pack.json").write_text(json.dumps(pack))
+    page = tmp_path / "performance.md"
+    page.write_bytes((ROOT / "docs" / "performance.md").read_bytes())
+    args = ["--results", str(results), "--page", str(page)]
+    assert subprocess.run([*check, *args], cwd=ROOT, capture_output=True).returncode == 1
+    subprocess.run([sys.executable, "bench/report.py", *args], cwd=ROOT, check=True)
+    text = page.read_text()
+    label = pack["ratios"][0]["label"]
+    assert f"| rec pack | {label} | im2rec.py | 0.50× |" in text  # among the misses
+    assert f"| {label} | im2rec.py | 0.50× | ≥ 1.00× | **missed** |" in text
+    assert len(text.splitlines()) <= 300

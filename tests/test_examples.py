@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_recordio_quickstart(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "recordio_quickstart.py"), str(tmp_path)],
@@ -33,6 +36,7 @@ def test_bundled_example_images_list_and_pack(tmp_path: Path) -> None:
     assert json.loads(result.manifest.read_text())["records"] == 15
 
 
+@pytest.mark.slow
 def test_train_torch_example_runs_both_apis(tmp_path: Path) -> None:
     """The README's training loops, as examples/train_torch.py runs them."""
     import pytest

@@ -38,6 +38,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_close_while_a_worker_is_sending_a_result_returns() -> None:
     """Killing a worker half-way through sending its result left the pool's
     reader thread waiting for the rest forever: a Ctrl-C that never came back
@@ -79,6 +80,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
     """A worker SIGKILLed half-way through sending a result left the pool
     waiting for the rest for ever: `rec pack` hung after its worker was
@@ -106,13 +108,16 @@ import os, signal, sys, time
 from im2rec.executors import LocalExecutor
 
 def slow(arg):
+    open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w").close()  # started
     time.sleep(60)
     return len(arg)
 
 if __name__ == "__main__":
     ex = LocalExecutor(2)
     futures = [ex.submit(slow, b"x" * (1 << 20)) for _ in range(8)]  # 8 MiB: the pipe is full
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while len(os.listdir(os.environ["MARKS"])) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # (both workers in a job: the rest of the calls queued)
     for pid in list(ex._pools["processes"]._processes):
         os.kill(pid, signal.SIGKILL)
     if sys.argv[1] == "close":  # before the pool has noticed
@@ -127,8 +132,9 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("then", ["exit", "result", "close"])
-def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+@pytest.mark.slow
+def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
     try:
         run = subprocess.run(
             [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
@@ -168,12 +174,15 @@ threading._register_atexit(probe)
 from im2rec.executors import LocalExecutor
 
 def slow(_):
+    open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w").close()  # started
     time.sleep(60)
 
 if __name__ == "__main__":
     ex = LocalExecutor(2)
     futures = [ex.submit(slow, 0) for _ in range(4)]
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while len(os.listdir(os.environ["MARKS"])) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     pool = ex._pools["processes"]
     for pid in list(pool._processes):
         os.kill(pid, signal.SIGKILL)
@@ -188,8 +197,9 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("pool", ["keep", "drop"])
-def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+@pytest.mark.slow
+def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-c", _EXIT_DURING_CLEANUP, pool],
         capture_output=True, text=True, timeout=60, env=env,
@@ -208,6 +218,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
     """The exit waits for ending pools only: a healthy one is woken and
     shut down by CPython's own hook at once."""
@@ -228,6 +239,7 @@ def _slow(path: str) -> None:
     time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_close_stops_each_worker_after_the_item_in_hand(tmp_path: Path) -> None:
     """After Ctrl-C the workers finish one image each, not their whole chunk."""
     log = tmp_path / "started"
@@ -278,6 +290,7 @@ def test_a_batch_job_stops_between_images(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("io_bound", [False, True], ids=["processes", "threads"])
+@pytest.mark.slow
 def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
     """An iterator's finaliser can run wherever the garbage collector runs,
     the pool's manager thread included (Python 3.13 did that in CI): closing
@@ -308,6 +321,7 @@ def _die(_item: int) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
     """A worker killed mid-run is WorkerCrashed, and closing the executor
     returns: on Python 3.10 the broken pool's call-queue pipe is closed
@@ -355,6 +369,7 @@ else:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.slow
 def test_tuned_malloc_keeps_image_buffers_on_the_heap() -> None:
     def mapped(mode: str) -> int:
         env = dict(os.environ)

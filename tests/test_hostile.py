@@ -181,6 +181,7 @@ def test_split_lines_cuts_only_at_line_ends() -> None:
         unique=True,
     )
 )
+@pytest.mark.slow
 def test_every_name_rec_list_writes_reads_back_the_same(
     tmp_path_factory: pytest.TempPathFactory, names: list[str]
 ) -> None:
@@ -304,6 +305,7 @@ def test_fix_odd_images_keeps_what_it_cannot_fix_and_says_so(tmp_path: Path) -> 
     assert "n02105855_2933.JPEG\tpng\tnot re-encoded (" in report
 
 
+@pytest.mark.slow
 def test_fix_odd_images_refuses_to_decode_a_bomb(tmp_path: Path) -> None:
     download = tmp_path / "dl"
     make_fake_imagenet(download)
@@ -323,6 +325,7 @@ def test_fix_odd_images_refuses_to_decode_a_bomb(tmp_path: Path) -> None:
 # -- 6. values that do not fit ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_label_float32_cannot_hold_is_a_line_error(tmp_path: Path) -> None:
     lst = tmp_path / "a.lst"
     lst.write_text("0\t1.0\ta.jpg\n1\t1e40\tb.jpg\n")

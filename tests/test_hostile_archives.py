@@ -69,6 +69,7 @@ def sparse_member(name: str, real_size: int) -> bytes:
     return with_checksum(header) + b"\xff" * 512
 
 
+@pytest.mark.slow
 def test_a_sparse_member_is_not_expanded(tmp_path: Path) -> None:
     # 500 MB of holes in 1 kB: tarfile's reader made every zero in memory
     shard = sparse_member("a.jpg", 500_000_000) + tar_of([member("a.cls", b"1"), *good_sample()])
@@ -80,6 +81,7 @@ def test_a_sparse_member_is_not_expanded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.slow
 def test_a_pax_size_past_64_bits_is_one_error(tmp_path: Path, compress: bool) -> None:
     data = tar_of([member("a.jpg", jpeg(), pax_headers={"size": "1" + "0" * 30}), *good_sample()])
     name = "s.tar.gz" if compress else "s.tar"
@@ -89,6 +91,7 @@ def test_a_pax_size_past_64_bits_is_one_error(tmp_path: Path, compress: bool) ->
 
 
 @pytest.mark.parametrize("kind", ["pax", "longname"])
+@pytest.mark.slow
 def test_a_huge_extended_header_is_not_read(tmp_path: Path, kind: str) -> None:
     # 900 MB of header text, gzipped to under 1 MB: tarfile read it whole
     big = 900 << 20
@@ -112,6 +115,7 @@ def test_a_huge_extended_header_is_not_read(tmp_path: Path, kind: str) -> None:
     assert "extended header of 943,718,400 bytes" in error
 
 
+@pytest.mark.slow
 def test_a_compressed_member_that_inflates_a_thousandfold_is_refused(tmp_path: Path) -> None:
     raw = io.BytesIO()
     with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as gz:
@@ -126,6 +130,7 @@ def test_a_compressed_member_that_inflates_a_thousandfold_is_refused(tmp_path: P
     assert "compression bomb" in error and "s.tar.gz: member a.jpg" in error
 
 
+@pytest.mark.slow
 def test_a_compressed_shard_of_images_still_imports(tmp_path: Path) -> None:
     data = tar_of([m for k in "abc" for m in good_sample(k)])
     (tmp_path / "s.tar.gz").write_bytes(gzip.compress(data))
@@ -134,6 +139,7 @@ def test_a_compressed_shard_of_images_still_imports(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+@pytest.mark.slow
 def test_only_regular_files_are_read_as_shards(tmp_path: Path, kind: str) -> None:
     shard = tmp_path / "s.tar"
     if kind == "fifo":
@@ -154,6 +160,7 @@ def test_only_regular_files_are_read_as_shards(tmp_path: Path, kind: str) -> Non
         "x{0..99999999999999999999999}.tar",
     ],
 )
+@pytest.mark.slow
 def test_brace_patterns_are_bounded_as_a_whole(tmp_path: Path, pattern: str) -> None:
     proc = rec_cmd("import", "webdataset", pattern, "-o", "out", cwd=tmp_path)
     error = one_error(proc, code=2)
@@ -196,6 +203,7 @@ def download(tmp_path: Path) -> Path:
     return fake.download
 
 
+@pytest.mark.slow
 def test_imagenet_refuses_a_pax_size_past_64_bits(download: Path, tmp_path: Path) -> None:
     val = tar_of([member("ILSVRC2012_val_00000001.JPEG", jpeg(),
                          pax_headers={"size": "9" * 40})])  # fmt: skip
@@ -205,6 +213,7 @@ def test_imagenet_refuses_a_pax_size_past_64_bits(download: Path, tmp_path: Path
     assert "claims 9,999,999" in one_error(proc)
 
 
+@pytest.mark.slow
 def test_imagenet_refuses_a_sparse_member(download: Path, tmp_path: Path) -> None:
     sparse = sparse_member("ILSVRC2012_val_00000001.JPEG", 60 << 20) + bytes(1024)
     (download / "ILSVRC2012_img_val.tar").write_bytes(sparse)
@@ -213,6 +222,7 @@ def test_imagenet_refuses_a_sparse_member(download: Path, tmp_path: Path) -> Non
     assert "is a sparse file" in one_error(proc)
 
 
+@pytest.mark.slow
 def test_imagenet_refuses_a_tar_that_is_a_fifo(download: Path, tmp_path: Path) -> None:
     (download / "ILSVRC2012_img_train.tar").unlink()
     os.mkfifo(download / "ILSVRC2012_img_train.tar")
@@ -221,6 +231,7 @@ def test_imagenet_refuses_a_tar_that_is_a_fifo(download: Path, tmp_path: Path) -
     assert "not a regular file" in one_error(proc)
 
 
+@pytest.mark.slow
 def test_imagenet_refuses_a_huge_pax_header_in_a_class_tar(download: Path, tmp_path: Path) -> None:
     inner = bytearray(tarfile.TarInfo("././@PaxHeader").tobuf(format=tarfile.USTAR_FORMAT))
     inner[156:157] = tarfile.XHDTYPE
@@ -234,6 +245,7 @@ def test_imagenet_refuses_a_huge_pax_header_in_a_class_tar(download: Path, tmp_p
 
 
 @pytest.mark.parametrize("size", [b"-0000000012", b"-0000077777"])
+@pytest.mark.slow
 def test_imagenet_refuses_a_signed_tar_size(download: Path, tmp_path: Path, size: bytes) -> None:
     """A negative size (which ``int()`` reads from a sign) is damage, never
     a length to read by: it had extracted 502 bytes of the next header as
@@ -253,6 +265,7 @@ def test_imagenet_refuses_a_signed_tar_size(download: Path, tmp_path: Path, size
 
 
 @pytest.mark.parametrize("option", ["--val-map", "--devkit"])
+@pytest.mark.slow
 def test_imagenet_refuses_a_val_map_or_devkit_that_is_a_fifo(
     download: Path, tmp_path: Path, option: str
 ) -> None:

@@ -101,6 +101,7 @@ class Sandbox:
 @SETTINGS
 @given(folders=st.lists(names(), min_size=1, max_size=4), files=st.lists(names(), max_size=5))
 @example(folders=["a\x1cb", "c\u2028d/e\x85"], files=["f\x0bg", " h\u2029"])
+@pytest.mark.slow
 def test_list_then_pack_any_tree(
     tmp_path_factory: pytest.TempPathFactory, folders: list[str], files: list[str]
 ) -> None:
@@ -140,6 +141,7 @@ def test_list_then_pack_any_tree(
         max_size=6,
     )
 )
+@pytest.mark.slow
 def test_pack_any_list(
     tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[object, object, str]]
 ) -> None:
@@ -207,6 +209,7 @@ KINDS = st.sampled_from(
     fix=st.booleans(),
 )
 @example(inner=[("0\x00", tarfile.REGTYPE)], outer=[], duplicate=False, fix=False)
+@pytest.mark.slow
 def test_imagenet_with_any_tar(
     tmp_path_factory: pytest.TempPathFactory,
     inner: list[tuple[str, bytes]],

@@ -101,6 +101,7 @@ def test_a_billion_chunks_is_refused_not_written(tmp_path: Path) -> None:
     [["pack", "--num-workers", "100000"], ["pack", "--num-thread", "100000", "--pass-through"],
      ["imagenet", "--download-dir", ".", "--num-workers", "100000"]],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_hundred_thousand_workers_is_refused_before_one_starts(
     rec: Path, command: list[str]
 ) -> None:
@@ -119,6 +120,7 @@ def test_a_hundred_thousand_workers_is_refused_before_one_starts(
     assert "100,000: this machine runs 1 to" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_other_worker_counts_are_bounded_too(rec: Path) -> None:
     import subprocess
     import sys

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from im2rec import native
@@ -48,6 +49,7 @@ def run(code: str, **env: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_one_switch_turns_every_extension_off() -> None:
     code = """
 from im2rec.recordio import framing
@@ -64,6 +66,7 @@ print(framing._has_word, copying._copy_records, tars._plain_file, jpeg._native, 
         assert "None" not in run(code)
 
 
+@pytest.mark.slow
 def test_version_lists_each_extension() -> None:
     out = CliRunner().invoke(main, ["--version"]).output
     line = out.splitlines()[-1]

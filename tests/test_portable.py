@@ -9,6 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
+
 PROGRAM = """
 import os
 for name in ("pread", "writev", "O_NONBLOCK", "O_NOFOLLOW"):

@@ -58,6 +58,7 @@ def png(size: tuple[int, int], mode: str = "L") -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_resize_of_an_extreme_aspect_ratio_is_refused_per_image(tmp_path: Path) -> None:
     # 1 x 65,500 pixels, 200 bytes on disk: a 128-pixel short side asks for
     # 128 x 8,384,000 pixels (3 GB as RGB)
@@ -83,6 +84,7 @@ def bomb_rec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return rec
 
 
+@pytest.mark.slow
 def test_inspection_commands_do_not_decode_a_bomb(bomb_rec: Path, tmp_path: Path) -> None:
     proc = rec_cmd("verify", str(bomb_rec), "--decode")
     assert proc.returncode == 1 and "more than the limit" in proc.stdout, proc.stdout + proc.stderr
@@ -96,6 +98,7 @@ def test_inspection_commands_do_not_decode_a_bomb(bomb_rec: Path, tmp_path: Path
     assert "a contact sheet of 30,000x30,014 pixels" in one_error(proc, 2)
 
 
+@pytest.mark.slow
 def test_readers_refuse_a_bomb_record(bomb_rec: Path) -> None:
     code = (
         "import sys\n"
@@ -140,6 +143,7 @@ def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_val_map_that_inflates_to_gigabytes(download: Path, tmp_path: Path) -> None:
     bomb = tmp_path / "val.pklz"
     bomb.write_bytes(zeros_gzip(3 << 30))  # 3 GB of zeros in about 3 MB
@@ -148,6 +152,7 @@ def test_a_val_map_that_inflates_to_gigabytes(download: Path, tmp_path: Path) ->
     assert "inflates to more than 16 MiB" in one_error(proc)
 
 
+@pytest.mark.slow
 def test_a_pickle_that_builds_millions_of_objects(download: Path, tmp_path: Path) -> None:
     # MARK, 15 million EMPTY_LISTs, LIST: 15 MB that would build ~1 GB of lists
     bomb = tmp_path / "val.pklz"
@@ -157,6 +162,7 @@ def test_a_pickle_that_builds_millions_of_objects(download: Path, tmp_path: Path
     assert "more than 1,000,000 operations" in one_error(proc)
 
 
+@pytest.mark.slow
 def test_a_devkit_with_a_huge_or_endless_member_list(download: Path, tmp_path: Path) -> None:
     devkit = tmp_path / "devkit.tar.gz"
     info = tarfile.TarInfo("ILSVRC2012_devkit_t12/data/meta.mat")
@@ -184,6 +190,7 @@ def limited_python(code: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_mat_file_whose_dimensions_claim_billions_of_elements(tmp_path: Path) -> None:
     import struct
 
@@ -206,6 +213,7 @@ def test_a_mat_file_whose_dimensions_claim_billions_of_elements(tmp_path: Path) 
     assert proc.returncode == 0 and "claims 2,147,483,647 elements" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_text_val_map_of_millions_of_lines(download: Path, tmp_path: Path) -> None:
     lines = tmp_path / "val.txt"
     lines.write_bytes(b"x\n" * (8 << 20))  # 16 MiB: 8 million one-word lines

@@ -165,6 +165,7 @@ def million(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("RecordDataset", "RecordDataset(sys.argv[1], output='bytes')", "reader[key]"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_an_open_index_costs_at_most_32_bytes_a_record(
     million: Path, tmp_path: Path, cls: str, make: str, read: str
 ) -> None:
@@ -202,6 +203,7 @@ print(json.dumps({"pss": total, "workers": len(workers), "seen": seen}))
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
+@pytest.mark.slow
 def test_dataloader_workers_share_the_index(million: Path, tmp_path: Path, start: str) -> None:
     pytest.importorskip("torch")
     small = synthetic(tmp_path / "k", 1000)
@@ -294,6 +296,7 @@ def test_a_changed_idx_is_parsed_again(cached: Path) -> None:
     assert index.offset_of(0) == RECORD.itemsize and index.offset_of(1) == 0
 
 
+@pytest.mark.slow
 def test_an_idx_edited_in_its_middle_with_its_time_restored_is_parsed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -508,6 +511,7 @@ def same_image_list(folder: Path, lines: int, per_label: int = 0) -> Path:
 
 
 @pytest.mark.parametrize("layout", ["plain", "insightface"])
+@pytest.mark.slow
 def test_pack_memory_does_not_grow_with_the_list(tmp_path: Path, layout: str) -> None:
     # a list of 150k lines against 1.5k: each entry once took ~400 bytes
     # held for the whole run (the list as Python objects); the face layout
@@ -527,6 +531,7 @@ def test_pack_memory_does_not_grow_with_the_list(tmp_path: Path, layout: str) ->
 @pytest.mark.parametrize(
     "command", [["verify"], ["info", "--json"], ["index", "-o", "x.idx"], ["merge", "-o", "m.rec"]]
 )
+@pytest.mark.slow
 def test_inspection_memory_is_a_few_bytes_a_record(
     million: Path, tmp_path: Path, command: list[str]
 ) -> None:
@@ -557,6 +562,7 @@ def tree_of(folder: Path, files: int) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_list_memory_is_a_small_multiple_of_the_path_bytes(tmp_path: Path) -> None:
     # each file once took a tuple, an int and a str (~190 bytes) for the
     # whole run, and each list's text was made whole before it was written

@@ -149,6 +149,7 @@ def test_symlink_loop_exit_1(example: Path, tmp_path: Path) -> None:
     assert code == 0
 
 
+@pytest.mark.slow
 def test_real_subprocess(example: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "im2rec", "list", str(example), "--recursive", "--chunks", "2", "-q"],

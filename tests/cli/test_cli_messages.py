@@ -1,6 +1,6 @@
-"""The first hour, round two (issue 35, points 4 and 5, through the real
-CLI): commands that recognise what they were given, and output that reads
-right (sizes, counts, `rec` alone, `rec -V`, whole command summaries)."""
+"""What the commands say (through the real CLI): they recognise what they
+were given, and their output reads right (sizes, counts, `rec` alone,
+`rec -V`, whole command summaries)."""
 
 from __future__ import annotations
 
@@ -49,14 +49,15 @@ def test_pack_with_a_trailing_slash_finds_the_list_beside_the_folder(listed: Pat
 def test_pack_given_a_rec_says_what_to_pack(listed: Path) -> None:
     assert run("pack", "--pass-through", "-q")[0] == 0
     code, out = run("pack", "example.rec")
-    assert code == 1
+    assert code == 2
     assert "example.rec is a record file (what rec pack makes), not a list; to pack its list: " \
            "`rec pack example.lst`" in out  # fmt: skip
     (listed / "example.lst").unlink()
     code, out = run("pack", "example.rec")
-    assert code == 1 and "to look inside it: `rec info example.rec`" in out, out
+    assert code == 2 and "to look inside it: `rec info example.rec`" in out, out
 
 
+@pytest.mark.slow
 def test_rec_alone_shows_the_help_and_exits_0() -> None:
     done = subprocess.run([sys.executable, "-m", "im2rec"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,5 +1,7 @@
-"""What a new user trips on: outputs replaced without a word, a read-only
-output folder, counts that disagree after Ctrl-C (through the real CLI)."""
+"""What the commands write, and what they say about it (through the real
+CLI): finished outputs are not replaced without a word, a read-only output
+folder is one clear error, counts agree after Ctrl-C, `rec info`'s table
+and `rec show`'s captions name the classes."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import RecordReader, RecordWriter, unpack
 from im2rec.storage.atomic import AtomicGroup
 
-from .cli.test_cli_pack import example, run
-from .conftest import photo, photo_folder, write_lst
-from .packing.test_packing import interrupt_after
+from ..conftest import photo, photo_folder, write_lst
+from ..packing.test_packing import interrupt_after
+from .test_cli_pack import example, run
 
 __all__ = ["example"]  # the fixture listed builds on
 
@@ -36,6 +38,7 @@ def listed(example: Path) -> Path:
 # --- a finished output is replaced only with --overwrite ---------------------
 
 
+@pytest.mark.slow
 def test_pack_refuses_to_replace_a_rec_packed_with_other_options(listed: Path) -> None:
     assert run("pack", "--resize", "32", "-q")[0] == 0
     before = (listed / "example.rec").read_bytes()
@@ -48,6 +51,7 @@ def test_pack_refuses_to_replace_a_rec_packed_with_other_options(listed: Path) -
     assert (listed / "example.rec").read_bytes() != before
 
 
+@pytest.mark.slow
 def test_pack_names_flags_and_list_changes(listed: Path) -> None:
     assert run("pack", "--pass-through", "-q")[0] == 0
     code, out = run("pack", "--quality", "80", "-q")
@@ -77,6 +81,7 @@ def test_the_identical_command_may_run_again(listed: Path) -> None:
     assert code == 0 and "nothing to do" in out
 
 
+@pytest.mark.slow
 def test_sharded_pack_refuses_to_replace_other_shards(listed: Path) -> None:
     assert run("pack", "--shards", "2", "--resize", "32", "-q")[0] == 0
     code, out = run("pack", "--shards", "2", "-q")
@@ -141,6 +146,7 @@ def _run_unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess
     ],
     ids=["rec-list", "rec-pack", "rec-pack-resize", "im2rec-list", "im2rec-pack", "rec-merge"],
 )
+@pytest.mark.slow
 def test_a_read_only_output_folder_is_one_clear_error(tmp_path: Path, command: list[str]) -> None:
     shared_dir = tmp_path
     for c in "ab":
@@ -265,6 +271,7 @@ def test_show_label_by_class_name(listed: Path) -> None:
     assert code == 2 and "there is no class map to look it up in" in out
 
 
+@pytest.mark.slow
 def test_resuming_a_run_that_was_allowed_to_overwrite(listed: Path) -> None:
     assert run("pack", "--resize", "32", "-q")[0] == 0
 

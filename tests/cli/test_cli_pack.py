@@ -20,7 +20,7 @@ from im2rec.listing.finding import find_lists
 from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordReader, unpack
 
-from ..conftest import photo, photo_folder, write_lst
+from ..conftest import children_of, photo, photo_folder, wait_gone, write_lst
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -52,6 +52,7 @@ def test_list_then_pack_in_the_same_folder(example: Path) -> None:
     assert header.label == entry.labels[0]
 
 
+@pytest.mark.slow
 def test_targets(example: Path) -> None:
     run("list", "./example", "--recursive", "--train-ratio", "0.5", "-q")
     write_lst(example / "other.lst", ["class0/0.jpg"])
@@ -65,6 +66,7 @@ def test_targets(example: Path) -> None:
     assert sum(r["records"] for r in data) == 18
 
 
+@pytest.mark.slow
 def test_failures_strict_and_report(example: Path) -> None:
     write_lst(example / "bad.lst", ["class0/0.jpg", "nope.jpg", "class0/1.jpg"])
     (example / "bad").mkdir()
@@ -85,6 +87,7 @@ def test_failures_strict_and_report(example: Path) -> None:
         ("0\t1.0\ta\0.jpg\n", "bad.lst:1: the path holds a NUL character"),
     ],
 )
+@pytest.mark.slow
 def test_malformed_lists(example: Path, content: str, message: str) -> None:
     (example / "bad.lst").write_text(content)
     code, out = run("pack", "bad.lst", "--root", "example")
@@ -97,9 +100,9 @@ def test_usage_errors(example: Path) -> None:
         code == 2 and "--pass-through stores the files unchanged, so --resize cannot apply" in out
     )
     code, out = run("pack", "missing.lst")
-    assert code == 1 and "missing.lst: list file not found" in out
+    assert code == 2 and "missing.lst: list file not found" in out
     code, out = run("pack")
-    assert code == 1 and "no .lst files in ." in out
+    assert code == 2 and "no .lst files in ." in out
 
 
 def test_resume_flag_skips_finished_work(example: Path) -> None:
@@ -143,6 +146,7 @@ def rec_cmd(lst: Path, *extra: str) -> list[str]:
         ("worker", signal.SIGKILL),
     ],
 )
+@pytest.mark.slow
 def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal.Signals) -> None:
     """Ctrl-C, SIGTERM (a batch scheduler's stop) or kill -9 of a real `rec
     pack`, or kill -9 of one of its workers (what the OOM killer does), then
@@ -164,11 +168,11 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     if proc.poll() is not None:
         pytest.fail(f"rec pack ended (exit {proc.returncode}) before it could be interrupted: "
                     f"{proc.communicate()[1][-2000:]}")  # fmt: skip
+    workers = children_of(proc.pid)
     if who == "rec":
         proc.send_signal(sig)
     else:
-        workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        os.kill(int(workers[0]), sig)
+        os.kill(workers[0], sig)
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -195,7 +199,7 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not many.with_suffix(".rec").exists()
-    time.sleep(0.5)  # let orphaned workers notice their parent is gone
+    wait_gone(workers)  # orphaned workers notice their parent is gone
     done = subprocess.run(
         rec_cmd(many, "--resume", "--json"), check=True, capture_output=True, text=True
     )
@@ -212,6 +216,7 @@ def test_real_process_interrupted_then_resumed(many: Path, who: str, sig: signal
     os.sync()
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_stops_a_real_pack_and_resume_finishes(tmp_path: Path) -> None:
     """A `rec pack` whose output may grow no further (``ulimit -f``, as on a
     shared cluster, or FAT32's 4 GiB; a full disk fails the same way) stops
@@ -252,6 +257,7 @@ def test_a_file_size_limit_stops_a_real_pack_and_resume_finishes(tmp_path: Path)
     assert not list(tmp_path.glob("*.partial*"))
 
 
+@pytest.mark.slow
 def test_a_wrong_root_is_an_error_not_an_empty_success(example: Path) -> None:
     assert run("list", "./example", "--recursive", "-q")[0] == 0
     (example / "elsewhere").mkdir()
@@ -280,7 +286,7 @@ def test_most_images_failing_is_said(example: Path) -> None:
 
 def test_a_folder_of_images_says_to_list_it_first(example: Path) -> None:
     code, output = run("pack", "./example/")
-    assert code == 1
+    assert code == 2
     assert "which is a folder of images: list it first, `rec list ./example/ --recursive`" in output
 
 

@@ -60,6 +60,7 @@ def test_errors(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(str(tree / "d"), str(tree / "imgs"), "--color", "5") == 2  # argparse's own check
 
 
+@pytest.mark.slow
 def test_console_script(tree: Path) -> None:
     script = Path(sys.executable).with_name("im2rec")
     if not script.exists():
@@ -68,6 +69,7 @@ def test_console_script(tree: Path) -> None:
     assert "--pass-through" in done.stdout and "--num-thread" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_hint_makes_the_same_records(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The printed `rec pack` command carries every option that changes the
     records (it used to drop --resize and the rest)."""
@@ -91,6 +93,7 @@ def test_the_hint_makes_the_same_records(tree: Path, capsys: pytest.CaptureFixtu
     assert (tree / "data.rec").read_bytes() == ours
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_continues_with_resume(tree: Path) -> None:
     """The interruption message says to run again with --resume: im2rec
     takes it (im2rec.py has no such option) and finishes the same bytes."""
@@ -115,6 +118,7 @@ def test_an_interrupted_run_continues_with_resume(tree: Path) -> None:
     assert '"resumed_from": 4' in manifest
 
 
+@pytest.mark.slow
 def test_starting_over_as_im2rec_does_says_what_it_discarded(
     tree: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,9 @@ from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.training.dataset import RecordDataset
 
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
+
 FACES = PackOptions(pass_through=True, layout="insightface")
 
 

@@ -232,6 +232,7 @@ def test_links_and_oversized_members_are_skipped_unread(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("range_from", [1000, 32 << 10])
 @pytest.mark.parametrize("chunk", [512, 1024, 4096, 1 << 20])
+@pytest.mark.slow
 def test_members_across_and_beyond_read_chunks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, range_from: int
 ) -> None:
@@ -389,6 +390,7 @@ def rec(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=cwd)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cli_export_and_import(mixed: Path, tmp_path: Path) -> None:
     done = rec("export", "mixed.rec", "--to", "webdataset", "-o", "wds/m-%03d.tar",
                "--maxcount", "10", "--json", cwd=tmp_path)  # fmt: skip

@@ -67,6 +67,7 @@ def only_dataset_errors(load: object, path: Path) -> None:
 
 @SETTINGS
 @given(data=st.data(), inside=st.booleans())
+@pytest.mark.slow
 def test_damaged_val_map(
     sides: dict[str, bytes], tmp_path: Path, data: st.DataObject, inside: bool
 ) -> None:
@@ -81,6 +82,7 @@ def test_damaged_val_map(
 
 @SETTINGS
 @given(data=st.data(), part=st.sampled_from(["devkit", "meta", "truth"]))
+@pytest.mark.slow
 def test_damaged_devkit(
     sides: dict[str, bytes], tmp_path: Path, data: st.DataObject, part: str
 ) -> None:

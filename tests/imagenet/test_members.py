@@ -62,6 +62,7 @@ LONG = st.text("abc", min_size=101, max_size=140).map(lambda s: s + ".JPEG")  # 
     st.sampled_from(sorted(FORMATS)),
     st.integers(0, 3).map(lambda k: k * 512),
 )
+@pytest.mark.slow
 def test_files_are_tarfiles_in_every_format(
     tmp_path_factory: pytest.TempPathFactory,
     files: list[tuple[str, bytes]],

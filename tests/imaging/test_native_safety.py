@@ -153,6 +153,7 @@ def region_of(data: bytes, denom: int, box: tuple[int, int, int, int]) -> np.nda
     return got[:, left - x : right - x]
 
 
+@pytest.mark.slow
 def test_every_sampling_combination_decodes_a_region_exactly(sampled_jpeg: Path) -> None:
     # libjpeg-turbo before 3.0 cropped 4x2- and 2x4-subsampled components
     # wrongly at a reduced scale (its issue #669): up to 224 levels off.
@@ -184,6 +185,7 @@ def test_every_sampling_combination_decodes_a_region_exactly(sampled_jpeg: Path)
     assert checked > 2000  # (most combinations decode)
 
 
+@pytest.mark.slow
 def test_gray_images_of_every_sampling_decode_a_region_exactly(sampled_jpeg: Path) -> None:
     gray = np.asarray(photo(43, 29, seed=5).convert("L"))
     for h, v in itertools.product(range(1, 5), repeat=2):

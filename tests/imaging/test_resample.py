@@ -68,6 +68,7 @@ def cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[float, ...], tuple[int, in
 
 @settings(max_examples=300, deadline=None)
 @given(cases())
+@pytest.mark.slow
 def test_the_resampler_gives_pillow_simds_bytes(case: tuple[Any, ...]) -> None:
     pixels, box, size, method, flip = case
     got = resample(pixels, box, size, method, flip)  # the best kernels the CPU has
@@ -316,6 +317,7 @@ def test_a_filter_too_long_for_its_table_is_left_to_pillow() -> None:
                  out=np.zeros((3, 1, 1), np.float32)) is False  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_horizontal_pass_past_its_bound_is_left_to_pillow() -> None:
     # one column of 1,100 rows stretched to 65,536 columns and shrunk to one
     # row: every row is a tap, and 1,100 rows of 256 kB pass the 256 MB bound
@@ -336,6 +338,7 @@ def axes(draw: st.DrawFn) -> tuple[int, float, float, int, int]:
 
 @settings(max_examples=500, deadline=None)
 @given(axes())
+@pytest.mark.slow
 def test_the_fast_weights_are_the_portable_weights(
     axis: tuple[int, float, float, int, int],
 ) -> None:

@@ -36,6 +36,9 @@ from im2rec.recordio.framing import MAGIC_BYTES
 from im2rec.training.dataset import RecordDataset
 from im2rec.training.iterator import ImageRecordIter
 
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
+
 
 def _image(fmt: str, seed: int) -> bytes:
     out = io.BytesIO()

@@ -201,6 +201,7 @@ def test_verify_reports_each_duplicate_key_and_odd_offset(packed: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["verify"], ["index", "-o", "x.idx"]])
+@pytest.mark.slow
 def test_header_walks_start_without_numpy_rich_or_pillow(packed: Path, command: list[str]) -> None:
     # start-up is most of a warm `rec verify`: these imports would double it
     probe = (

@@ -44,6 +44,7 @@ def records(rec: Path) -> list[tuple[object, bytes]]:
     return [unpack(reader.read_key(k)) for k in reader.keys]
 
 
+@pytest.mark.slow
 def test_pass_through_stores_the_file_bytes(odd: tuple[Path, dict[str, str]]) -> None:
     lst, cases = odd
     result = pack_list(lst, PackOptions(pass_through=True), root=lst.parent / "imgs")
@@ -79,6 +80,7 @@ def test_exif_orientation_is_applied_before_resizing(odd: tuple[Path, dict[str, 
     assert Image.open(io.BytesIO(payload)).size == (24, 32)  # 64x48 shown rotated: 48x64
 
 
+@pytest.mark.slow
 def test_color_modes(odd: tuple[Path, dict[str, str]]) -> None:
     lst, cases = odd
     gray = pack_list(lst, PackOptions(color=0), root=lst.parent / "imgs")
@@ -132,6 +134,7 @@ def test_pack_label(photos: Path) -> None:
     assert first.dropped_labels == 120
 
 
+@pytest.mark.slow
 def test_any_worker_count_gives_the_same_bytes(photos: Path, tmp_path: Path) -> None:
     outputs = []
     for workers in (1, 2, 3):
@@ -144,6 +147,7 @@ def test_any_worker_count_gives_the_same_bytes(photos: Path, tmp_path: Path) -> 
     assert outputs[0::2] == [outputs[0]] * 3 and outputs[1::2] == [outputs[1]] * 3
 
 
+@pytest.mark.slow
 def test_fifos_and_devices_in_a_list_fail_instead_of_hanging(photos: Path) -> None:
     """A .lst can name anything: a FIFO would block the read forever and
     /dev/zero never end. Each is a failure of its own; the run goes on."""
@@ -184,6 +188,7 @@ def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
     assert not list(photos.parent.glob("ph.*partial*")) and not photos.with_suffix(".rec").exists()
 
 
+@pytest.mark.slow
 def test_the_lock_is_released_while_forked_workers_live(photos: Path) -> None:
     """Workers forked during a pack share the locked file; the lock must not
     outlive the pack (the same pool packs the list again, and so may others)."""
@@ -270,6 +275,7 @@ def test_resume_after_power_loss(photos: Path, cut: int) -> None:
     assert outputs(photos) == reference
 
 
+@pytest.mark.slow
 def test_resume_keeps_earlier_failures(odd: tuple[Path, dict[str, str]]) -> None:
     lst, cases = odd
     options = PackOptions(resize=16)
@@ -391,6 +397,7 @@ def _imported(name: str) -> tuple[int, bool]:
     return os.getpid(), name in sys.modules
 
 
+@pytest.mark.slow
 def test_preloaded_modules_are_imported_once_before_the_workers_fork(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,6 +416,7 @@ def test_preloaded_modules_are_imported_once_before_the_workers_fork(
     assert log.read_text().split() == [str(os.getpid())]  # the parent's import, nobody else's
 
 
+@pytest.mark.slow
 def test_pass_through_starts_without_pillow(photos: Path) -> None:
     import subprocess
     import sys

@@ -17,7 +17,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from ..conftest import children_of, wait_gone
 from ..s3server import BUCKET
+
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("s3fs")
 
@@ -168,10 +172,11 @@ def test_resume_after_kill_continues_from_the_spool(s3: Any, tmp_path: Path) -> 
         time.sleep(0.01)
     if proc.poll() is not None:
         pytest.fail(f"rec pack ended before it could be killed: {proc.communicate()[1][-2000:]}")
+    workers = children_of(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     assert "kill/many.rec" not in keys(s3, "kill/")  # nothing published
-    time.sleep(0.5)  # orphaned workers notice their parent is gone
+    wait_gone(workers)  # orphaned workers notice their parent is gone
     done = rec("pack", *cmd[4:], "--resume", "--json", spool=spool)
     assert json.loads(done.stdout)[0]["resumed_from"] > 0
     assert (get(s3, "kill/many.rec"), get(s3, "kill/many.idx")) == reference

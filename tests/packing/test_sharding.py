@@ -92,6 +92,7 @@ def test_shards_are_contiguous_balanced_slices(images: Path, tmp_path: Path) -> 
         shard_specs(lst, items, 62, RESIZE, str(images))
 
 
+@pytest.mark.slow
 def test_local_shards_hold_the_unsharded_records_and_a_global_index(
     images: Path, tmp_path: Path
 ) -> None:
@@ -123,6 +124,7 @@ def packed_here_listed_there(images: Path, tmp_path: Path, shards: int) -> Path:
     return listed(images, tmp_path / "dask")
 
 
+@pytest.mark.slow
 def test_dask_shards_are_byte_identical_to_local(
     images: Path, tmp_path: Path, cluster: DaskRunner
 ) -> None:
@@ -145,6 +147,7 @@ def _kill_when_a_shard_starts(folder: str) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_retried_and_the_output_is_identical(
     images: Path, tmp_path: Path, cluster: DaskRunner
 ) -> None:
@@ -159,6 +162,7 @@ def test_a_killed_worker_is_retried_and_the_output_is_identical(
     assert not list((tmp_path / "dask").glob(".*staging"))
 
 
+@pytest.mark.slow
 def test_resume_skips_verified_shards_only(images: Path, tmp_path: Path) -> None:
     lst = listed(images, tmp_path)
     local(lst, 3)
@@ -173,6 +177,7 @@ def test_resume_skips_verified_shards_only(images: Path, tmp_path: Path) -> None
     assert shard_files(tmp_path) == want
 
 
+@pytest.mark.slow
 def test_an_interrupted_shard_says_it_starts_over(images: Path, tmp_path: Path) -> None:
     """Ctrl-C in shard 2 of 3: shard 1 is kept, shard 2's staging folder is
     removed (the message must not promise a partial output), and --resume
@@ -219,6 +224,7 @@ def test_workers_that_cannot_see_the_data_fail_before_any_work(
         cluster.check(images, "class0/000.jpg", tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler() -> None:
     with pytest.raises(Im2RecError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
         DaskRunner("tcp://127.0.0.1:9", timeout="1s")
@@ -237,6 +243,7 @@ def test_option_mistakes(args: list[str], message: str) -> None:
     assert result.exit_code == 2 and message in result.output
 
 
+@pytest.mark.slow
 def test_rec_pack_on_a_local_dask_cluster(images: Path, tmp_path: Path) -> None:
     """The real command: a LocalCluster of 2 processes, --json, then --resume."""
     lst = listed(images, tmp_path)
@@ -252,6 +259,7 @@ def test_rec_pack_on_a_local_dask_cluster(images: Path, tmp_path: Path) -> None:
     assert "2 shard(s) already packed and verified (--resume), 0 packed now" in again.stdout
 
 
+@pytest.mark.slow
 def test_the_scheduler_address_from_the_environment(
     images: Path, tmp_path: Path, cluster: DaskRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -88,6 +88,7 @@ big_payloads = st.tuples(
 
 
 @given(st.lists(payloads, min_size=1, max_size=3), big_payloads)
+@pytest.mark.slow
 def test_frame_parts_equal_framing_the_joined_record(
     pieces: list[bytes], big: tuple[int, list[tuple[int, bytes]]]
 ) -> None:
@@ -121,6 +122,7 @@ def _reference_frame(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("every", [4, 8, 1000, 4099])
+@pytest.mark.slow
 def test_large_records_full_of_magic_words_split_like_the_spec(every: int) -> None:
     data = bytearray(b"\x11" * (3 * _VECTOR_SCAN + 6))
     for at in range(0, len(data) - 4, every):  # aligned and (for 4099) unaligned
@@ -157,6 +159,7 @@ def test_record_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
         frame(FakeBig())
 
 
+@pytest.mark.slow
 def test_largest_record_is_accepted() -> None:
     data = bytes(MAX_RECORD_SIZE - 1)
     framed = frame(data)
@@ -252,6 +255,7 @@ def test_needs_split_scans_views_without_copying_them(at: int) -> None:
     st.lists(st.integers(min_value=0, max_value=700), max_size=3),
     st.integers(min_value=0, max_value=3),
 )
+@pytest.mark.slow
 def test_the_magic_word_scan_is_the_same_with_and_without_c(
     body: bytes, places: list[int], skip: int
 ) -> None:
@@ -279,6 +283,7 @@ def test_the_magic_word_scan_is_the_same_with_and_without_c(
     st.lists(st.integers(min_value=0, max_value=300), max_size=3),
     st.integers(min_value=0, max_value=3),
 )
+@pytest.mark.slow
 def test_the_c_frame_writes_what_python_does(body: bytes, places: list[int], skip: int) -> None:
     """frame by the C call (when built) and by Python: the same bytes for
     every length and start, a record to split (a magic word at a multiple

@@ -5,10 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from im2rec.recordio.keyset import KeySet
+
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
 
 KEYS = (
     st.integers(0, 5000)

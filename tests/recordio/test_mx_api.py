@@ -181,6 +181,7 @@ def test_pickling_a_writer_refuses_and_truncates_nothing(paths: tuple[str, str])
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.slow
 def test_forked_child_reads_but_cannot_write(paths: tuple[str, str]) -> None:
     """MXNet P9: read() raised in a child. Reading works; writing still refuses."""
     write_three(paths)

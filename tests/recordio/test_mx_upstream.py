@@ -9,6 +9,7 @@ import string
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from im2rec import recordio
 
@@ -54,6 +55,7 @@ def test_indexed_recordio(tmp_path: Path) -> None:
     assert sha256(frec) == "7edce720c68b64945d2addf56342b92d28e3b410992b33ef06f259c7711e0402"
 
 
+@pytest.mark.slow
 def test_recordio_pack_label() -> None:
     rng = random.Random(0)
     for i in range(1, 255):

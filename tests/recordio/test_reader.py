@@ -109,6 +109,7 @@ def test_pickled_reader_reopens_lazily(rec: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.slow
 def test_forked_child_reads(rec: Path) -> None:
     reader = IndexedRecordReader(rec)
     read_end, write_end = os.pipe()

@@ -108,6 +108,7 @@ def test_write_after_close(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.slow
 def test_forked_child_cannot_write(tmp_path: Path) -> None:
     w = RecordWriter(tmp_path / "a.rec")
     read_end, write_end = os.pipe()
@@ -129,6 +130,7 @@ def test_forked_child_cannot_write(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("atomic", [True, False])
+@pytest.mark.slow
 def test_child_dropping_an_inherited_writer_writes_nothing(tmp_path: Path, atomic: bool) -> None:
     import gc
 
@@ -336,6 +338,7 @@ def with_small_files(script: str, folder: Path, limit: int, *, native: bool = Tr
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_a_failing_copy_is_raised_not_retried(tmp_path: Path, copies: str) -> None:
     """Only "not here" errors (no such call, another file system) fall back
     to the next way of copying; a real failure (here, a file that may grow
@@ -385,6 +388,7 @@ def test_a_failing_copy_is_raised_not_retried(tmp_path: Path, copies: str) -> No
     }
 
 
+@pytest.mark.slow
 def test_a_pair_lands_whole_or_not_at_all(tmp_path: Path) -> None:
     """``close()`` moves the ``.rec`` and ``.idx`` into place only once both
     are written: an ``.idx`` that fails (here it is the larger file: empty

@@ -179,6 +179,7 @@ def snapshot(victim: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s[0] for s in SCENARIOS])
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+@pytest.mark.slow
 def test_no_output_is_written_through_a_planted_link(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: Scenario, kind: str
 ) -> None:
@@ -226,6 +227,7 @@ def test_no_output_is_written_through_a_planted_link(
         assert output.startswith("Error: ") and "Traceback" not in output, output
 
 
+@pytest.mark.slow
 def test_a_resumed_pack_refuses_a_partial_file_that_is_a_link(tmp_path: Path) -> None:
     images(tmp_path / "img")
     _lst(tmp_path)

@@ -57,6 +57,7 @@ def s3_rec(s3: Any, local_rec: Path) -> str:
 # --- the readers -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mx_recordio_reads_the_same_records(s3_rec: str, local_rec: Path) -> None:
     local = list(RecordReader(local_rec))
     seq = recordio.MXRecordIO(s3_rec, "r")
@@ -69,6 +70,7 @@ def test_mx_recordio_reads_the_same_records(s3_rec: str, local_rec: Path) -> Non
     assert indexed.read_idx(77) == local[77]
 
 
+@pytest.mark.slow
 def test_random_access_fetches_little_and_a_scan_streams(s3: Any, tmp_path: Path) -> None:
     big = make_rec(tmp_path / "big.rec", 400, (200, 150))  # ~20 kB a record, ~8 MB
     for suffix in (".rec", ".idx"):
@@ -101,6 +103,7 @@ def _sums(batch: list[tuple[np.ndarray, float]]) -> list[tuple[float, int]]:
     return [(label, int(image.sum())) for image, label in batch]
 
 
+@pytest.mark.slow
 def test_record_dataset_in_a_dataloader_with_workers(s3_rec: str, local_rec: Path) -> None:
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -114,6 +117,7 @@ def test_record_dataset_in_a_dataloader_with_workers(s3_rec: str, local_rec: Pat
     assert np.array_equal(remote_ds[9][0], local_ds[9][0])
 
 
+@pytest.mark.slow
 def test_image_record_iter_with_worker_processes(s3_rec: str, local_rec: Path) -> None:
     kw: dict[str, Any] = dict(data_shape=(3, 32, 32), batch_size=16, preprocess_threads=2,
                               rand_crop=True, shuffle=True, seed=3, verbose=False)  # fmt: skip
@@ -135,6 +139,7 @@ def rec(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
                           text=True, timeout=120, cwd=cwd)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_inspection_commands_read_urls(
     s3: Any, s3_rec: str, local_rec: Path, tmp_path: Path
 ) -> None:
@@ -161,6 +166,7 @@ def test_inspection_commands_read_urls(
     assert len(list((tmp_path / "images").rglob("*.jpg"))) == 120
 
 
+@pytest.mark.slow
 def test_missing_objects_and_buckets_are_one_clear_line(s3: Any, tmp_path: Path) -> None:
     for url in (f"s3://{BUCKET}/nope/x.rec", "s3://no-such-bucket/x.rec"):
         done = rec("verify", url)
@@ -241,6 +247,7 @@ def http(local_rec: Path) -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_https_urls_read_with_ranges(http: str, local_rec: Path) -> None:
     reader = IndexedRecordReader(f"{http}/set.rec")
     assert reader.read_key(42) == IndexedRecordReader(local_rec).read_key(42)
@@ -248,6 +255,7 @@ def test_https_urls_read_with_ranges(http: str, local_rec: Path) -> None:
     assert isinstance(view, remote.RemoteView) and view.bytes_fetched < local_rec.stat().st_size
 
 
+@pytest.mark.slow
 def test_a_dropped_connection_is_retried_and_a_refusal_is_not(
     http: str, local_rec: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,6 +276,7 @@ def test_a_dropped_connection_is_retried_and_a_refusal_is_not(
 # --- rec list over a bucket prefix ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rec_list_walks_a_bucket_prefix_like_a_folder(s3: Any, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     files = ["cats/a.jpg", "cats/b.JPG", "cats/deep/c.png", "dogs/d.jpeg", "dogs/notes.txt",
@@ -309,6 +318,7 @@ def test_errors_are_classified_by_what_they_say_not_by_the_url() -> None:
     assert remote._classify(url, OSError("bucket/403/404.rec: timed out")) is None
 
 
+@pytest.mark.slow
 def test_a_child_forked_while_the_lookup_lock_is_held_can_still_look_up() -> None:
     remote._LOCK.acquire()  # as a block cache's fetching thread may hold it at a fork
     try:

@@ -152,12 +152,14 @@ def rec_cmd(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_object_without_a_size_is_one_error(server: tuple[str, Path]) -> None:
     url = f"{server[0]}/nolength-set.rec"
     error = one_error(rec_cmd("info", url))
     assert url in error and "did not say how large" in error
 
 
+@pytest.mark.slow
 def test_an_endless_body_is_read_only_as_far_as_asked(server: tuple[str, Path]) -> None:
     base, rec = server
     url = f"{base}/endless-set.rec"
@@ -166,12 +168,14 @@ def test_an_endless_body_is_read_only_as_far_as_asked(server: tuple[str, Path]) 
     assert list(RecordReader(url)) == list(RecordReader(rec))
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_ranges_still_gives_the_records(server: tuple[str, Path]) -> None:
     base, rec = server
     assert list(RecordReader(f"{base}/norange-set.rec")) == list(RecordReader(rec))
 
 
 @pytest.mark.parametrize("kind", ["superset", "before", "unsaid", "multipart"])
+@pytest.mark.slow
 def test_bytes_other_than_those_asked_for_are_refused(
     server: tuple[str, Path], tmp_path: Path, kind: str
 ) -> None:
@@ -224,6 +228,7 @@ def test_a_partial_response_is_taken_only_for_the_range_asked(
         assert got == (last - first + 1, total)
 
 
+@pytest.mark.slow
 def test_a_trickling_server_is_given_up_and_named(server: tuple[str, Path]) -> None:
     url = f"{server[0]}/trickle-set.rec"
     t0 = time.monotonic()
@@ -233,12 +238,14 @@ def test_a_trickling_server_is_given_up_and_named(server: tuple[str, Path]) -> N
     assert url in error and "stalled" in error and elapsed < 30, (elapsed, error)
 
 
+@pytest.mark.slow
 def test_a_silent_server_is_given_up(server: tuple[str, Path]) -> None:
     url = f"{server[0]}/silent-set.rec"
     with pytest.raises(bounded.Stalled, match="silent-set.rec: .* stalled"):
         remote.RemoteView.open(url, {"timeouts": {"connect": 1, "idle": 1, "read": 2}})
 
 
+@pytest.mark.slow
 def test_a_refused_connection_is_not_a_hang() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -264,6 +271,7 @@ def test_timeouts_come_from_options_then_environment(monkeypatch: pytest.MonkeyP
 # -- bucket keys that are no plain paths ----------------------------------------
 
 
+@pytest.mark.slow
 def test_bucket_keys_that_climb_out_never_become_list_lines(s3: Any, tmp_path: Path) -> None:
     from click.testing import CliRunner
 

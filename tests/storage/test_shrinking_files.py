@@ -84,6 +84,7 @@ def rec(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_indexed_readers(rec: Path) -> None:
     def body() -> str:
         reader = IndexedRecordReader(rec)
@@ -100,6 +101,7 @@ def test_indexed_readers(rec: Path) -> None:
     assert out.count("ok: ") == 2 and SHRUNK in out and str(rec) in out, out
 
 
+@pytest.mark.slow
 def test_sequential_readers_and_walks(rec: Path) -> None:
     def body() -> str:
         mx_reader = MXRecordIO(str(rec), "r")
@@ -123,6 +125,7 @@ def test_sequential_readers_and_walks(rec: Path) -> None:
     assert out.count("ok: ") == 3, out
 
 
+@pytest.mark.slow
 def test_verify_while_the_file_shrinks(tmp_path: Path) -> None:
     path = tmp_path / "many.rec"
     writer = MXRecordIO(str(path), "w")
@@ -143,6 +146,7 @@ def test_verify_while_the_file_shrinks(tmp_path: Path) -> None:
     assert out.startswith("ok: ") and SHRUNK in out, out
 
 
+@pytest.mark.slow
 def test_dataset_and_iterator(tmp_path: Path) -> None:
     path = tmp_path / "img.rec"
     writer = MXIndexedRecordIO(str(path.with_suffix(".idx")), str(path), "w")
@@ -182,6 +186,7 @@ def test_dataset_and_iterator(tmp_path: Path) -> None:
     assert len(lines) == 3 and all(line.startswith("ok: ") for line in lines), out
 
 
+@pytest.mark.slow
 def test_rec_verify_process_while_another_truncates(tmp_path: Path) -> None:
     """The real command line, racing a real truncation: whatever the timing,
     it ends with a result or one Error line, never a signal or a traceback."""

@@ -28,6 +28,7 @@ def _rec(tmp_path: Path) -> Path:
     return tmp_path / "a.rec"
 
 
+@pytest.mark.slow
 def test_local_paths_never_import_fsspec(tmp_path: Path) -> None:
     rec = _rec(tmp_path)
     code = (
@@ -60,6 +61,7 @@ def _read_rest(reader: RecordReader, queue: object) -> None:
     queue.put(sum(len(r) for r in reader))  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_forked_child_reads_while_the_parent_streams(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -330,6 +330,7 @@ def _jpeg_rec(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_gluoncv_imagenet_recipe_runs_unchanged(tmp_path: Path) -> None:
     """The keyword sets of GluonCV's train_imagenet.py ``get_data_rec``
     (training and validation), as it writes them, and its ``batch_fn``."""

@@ -286,6 +286,7 @@ def test_the_c_side_checks_what_it_is_given(mixed: Path) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.slow
 def test_the_iterators_workers_fill_batches_as_one_sample_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int
 ) -> None:
@@ -354,6 +355,7 @@ def helper_threads() -> list[str]:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's /proc")
+@pytest.mark.slow
 def test_the_helper_runs_at_idle_priority_and_after_fork(mixed: Path) -> None:
     import multiprocessing
 
@@ -379,6 +381,7 @@ def _in_child(rec: str, order: list[int]) -> tuple[bool, int]:
     return jpeg_ext._helper(), len(helper_threads())
 
 
+@pytest.mark.slow
 def test_im2rec_helper_0_turns_it_off(mixed: Path) -> None:
     import subprocess
     import sys

@@ -5,9 +5,7 @@ real HTTP range server and a real S3 server."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing
-import os
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +161,7 @@ def cached_dataset(url: str, cache_dir: Path, **kw: Any) -> RecordDataset:
     return RecordDataset(url, output="bytes", cache=cache, **kw)
 
 
+@pytest.mark.slow
 def test_an_epoch_requests_each_block_once_and_the_next_none(folder: Path, tmp_path: Path) -> None:
     local = RecordDataset(folder / "data.rec", output="bytes")
     with serving(folder) as server:
@@ -189,6 +188,7 @@ def test_an_epoch_requests_each_block_once_and_the_next_none(folder: Path, tmp_p
         assert server.gets["/data.rec"] == blocks
 
 
+@pytest.mark.slow
 def test_workers_share_the_cache(folder: Path, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -207,37 +207,7 @@ def test_workers_share_the_cache(folder: Path, tmp_path: Path) -> None:
         del torch
 
 
-def test_the_budget_is_kept_and_a_changed_object_is_fetched_again(
-    folder: Path, tmp_path: Path
-) -> None:
-    served = tmp_path / "served"
-    served.mkdir()
-    (served / "data.rec").write_bytes((folder / "data.rec").read_bytes())
-    (served / "data.idx").write_bytes((folder / "data.idx").read_bytes())
-    with serving(served) as server:
-        small = cached_dataset(f"{server.url}/data.rec", tmp_path / "cache", budget=5 * BLOCK,
-                               ahead=1)  # fmt: skip
-        view = small.reader._ensure_open()
-        with pytest.raises(ConfigError, match="budget"):
-            BlockSampler(small, window=4)  # two windows of 4 blocks do not fit in 5
-        assert sorted(labels_of(small, BlockSampler(small, window=1))) == list(range(300))
-        assert small.reader.cache is not None
-        assert small.reader.cache.used() <= 5 * BLOCK
-        assert len(view.held()) <= 6
-        # the object changes (its ETag): the old blocks are not served
-        big = cached_dataset(f"{server.url}/data.rec", tmp_path / "cache2")
-        labels_of(big, range(300))
-        fetched = server.gets["/data.rec"]
-        rec = bytearray((served / "data.rec").read_bytes())
-        header_end = 8 + 24  # the first record's payload starts here
-        rec[header_end] ^= 0xFF
-        (served / "data.rec").write_bytes(bytes(rec))
-        os.utime(served / "data.rec", ns=(1, 1))
-        fresh = cached_dataset(f"{server.url}/data.rec", tmp_path / "cache2")
-        assert fresh[0][0] == bytes(rec[header_end : header_end + len(fresh[0][0])])
-        assert server.gets["/data.rec"] > fetched
-
-
+@pytest.mark.slow
 def test_read_ahead_goes_on_after_the_first_epoch_with_a_small_budget(
     folder: Path, tmp_path: Path
 ) -> None:
@@ -264,94 +234,7 @@ def test_read_ahead_goes_on_after_the_first_epoch_with_a_small_budget(
         assert all(n >= blocks - 6 for n in fetched[1:]), fetched  # the evicted ones, again
 
 
-def test_without_an_etag_a_rewrite_is_told_by_its_time(folder: Path, tmp_path: Path) -> None:
-    """A server that sends no ETag (Python's http.server, many static ones):
-    an object rewritten with the same size is told by its Last-Modified,
-    in a later run and in a dataset that was open meanwhile (which serves
-    the blocks it holds of the version it opened, and refuses to fetch a
-    block of another)."""
-    from im2rec.storage.bounded import ObjectChanged
-
-    served = tmp_path / "served"
-    served.mkdir()
-    for name in ("data.rec", "data.idx"):
-        (served / name).write_bytes((folder / name).read_bytes())
-    with serving(served, etag=False) as server:
-        url = f"{server.url}/data.rec"
-        ds = cached_dataset(url, tmp_path / "cache")
-        first = ds[0][0]
-        rec = bytearray((served / "data.rec").read_bytes())
-        payload_at = 8 + 24
-        rec[payload_at] ^= 0xFF  # the same size, another first byte
-        (served / "data.rec").write_bytes(bytes(rec))
-        later = os.stat(served / "data.rec").st_mtime + 5
-        os.utime(served / "data.rec", (later, later))
-        assert ds[0][0] == first  # (the block it holds: the version it opened)
-        with pytest.raises(ObjectChanged, match="changed while it was being read"):
-            ds[299]  # a block it has to fetch: of another version
-        fresh = cached_dataset(url, tmp_path / "cache")  # a later run
-        assert fresh[0][0] == bytes(rec[payload_at : payload_at + len(first)]) != first
-
-
-def test_links_in_the_cache_are_never_followed(folder: Path, tmp_path: Path) -> None:
-    """An object's folder is named from its URL: a symlink planted there
-    is refused (its blocks, and a user's own .npy files in the link's
-    target, had been written or deleted through it); so is a cache folder
-    others may write; links at the names of the stamp's, a block's and the
-    layout's temporary files, and of a lock, are replaced, not followed."""
-    from im2rec.errors import OutputError
-    from im2rec.storage.bounded import version_of
-
-    needs_remote()
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "weights.npy").write_bytes(b"precious")
-    with serving(folder) as server:
-        url = f"{server.url}/data.rec"
-        cache = BlockCache(str(tmp_path / "cache"), block_bytes=BLOCK, budget=64 << 20)
-        os.makedirs(cache.folder, mode=0o700)
-        os.symlink(victim, cache.object_folder(url))
-        with pytest.raises(OutputError, match="is a symlink, not a folder"):
-            RecordDataset(url, output="bytes", cache=cache)
-        assert (victim / "weights.npy").read_bytes() == b"precious"
-        os.unlink(cache.object_folder(url))
-        os.chmod(cache.folder, 0o777)
-        with pytest.raises(OutputError, match="may be written by others"):
-            RecordDataset(url, output="bytes", cache=cache)
-        os.chmod(cache.folder, 0o700)
-        # the names of the blocks the reads below fetch, from a first run
-        first = RecordDataset(url, output="bytes",
-                              cache=BlockCache(str(tmp_path / "c0"), block_bytes=BLOCK))  # fmt: skip
-        _ = [first[i] for i in range(0, 300, 7)]
-        blocks = [p.stem for p in (tmp_path / "c0").rglob("*.blk")]
-        assert len(blocks) > 3
-        home = cache.object_folder(url)
-        os.mkdir(home, 0o700)
-        target = victim / "weights.npy"
-        for name in (f".stamp.json.{os.getpid()}.tmp", "stamp.lock", f".blocks-{os.getpid()}.npy",
-                     *(f"{b}.{os.getpid()}.part" for b in blocks)):  # fmt: skip
-            os.symlink(target, home / name)
-        ds = RecordDataset(url, output="bytes", cache=cache)
-        local = RecordDataset(folder / "data.rec", output="bytes")
-        assert [ds[i][0] for i in range(0, 300, 7)] == [local[i][0] for i in range(0, 300, 7)]
-        view = ds.reader._ensure_open()
-        assert isinstance(view, CachedView)
-        view.align(ds.record_offsets())
-        assert target.read_bytes() == b"precious" and not target.is_symlink()
-        assert (
-            json.loads((home / "stamp.json").read_text())["tag"]
-            == version_of({"size": view.size, "ETag": view.version.etag}).tag
-        )
-
-
-def test_block_cache_settings_are_checked(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="two blocks"):
-        BlockCache(str(tmp_path), budget=BLOCK, block_bytes=BLOCK)
-    with pytest.raises(ConfigError, match="block_bytes"):
-        BlockCache(str(tmp_path), block_bytes=10)
-    assert BlockCache("~/x").folder == os.path.expanduser("~/x")
-
-
+@pytest.mark.slow
 def test_a_block_sampler_over_s3(folder: Path, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
@@ -400,6 +283,7 @@ def test_a_block_sampler_over_s3(folder: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.slow
 def test_image_record_iter_reads_a_cached_url_a_block_at_a_time(
     tmp_path: Path, threads: int
 ) -> None:

@@ -75,6 +75,7 @@ def same(fast: Augmenter, slow: Augmenter, payloads: list[bytes], seed: int) -> 
     method=st.sampled_from(FILTERS),
     seed=st.integers(0, 2**32 - 1),
 )
+@pytest.mark.slow
 def test_the_c_crop_is_the_python_path(
     shape: tuple[int, int, int],
     dtype: str,

@@ -110,6 +110,7 @@ def test_gluon_record_dataset(plain: Path) -> None:
 
 @pytest.mark.parametrize(("make", "which"), [(FaceDataset, "faces"), (FaceDataset, "plain"),
                                              (GluonRecordDataset, "plain")])  # fmt: skip
+@pytest.mark.slow
 def test_in_a_dataloader_with_workers(faces: Path, plain: Path, make: Any, which: str) -> None:
     torch = pytest.importorskip("torch")
     for rec in [faces if which == "faces" else plain]:

@@ -81,6 +81,7 @@ def epoch(it: ImageRecordIter) -> list[Any]:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.slow
 def test_centre_crop_pixels_labels_and_wrapping(rec: Path, threads: int) -> None:
     with make(rec, dtype="uint8", preprocess_threads=threads) as it:
         assert it.provide_data[0].shape == (4, 3, H, W)
@@ -208,6 +209,7 @@ def test_random_resized_crop_varies_and_draft_decodes_large_jpegs(tmp_path: Path
     assert data.shape == (8, 3, 32, 32) and len({d.tobytes() for d in data}) == 8
 
 
+@pytest.mark.slow
 def test_records_are_read_in_one_span_or_two_alike(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +240,7 @@ def test_record_stops_are_the_next_offsets() -> None:
 AUGMENT = dict(shuffle=True, rand_crop=True, rand_mirror=True, seed=7, dtype="uint8")
 
 
+@pytest.mark.slow
 def test_shuffle_and_augmentation_are_reproducible_and_worker_independent(rec: Path) -> None:
     runs = []
     for threads in (1, 2, 3):
@@ -248,6 +251,7 @@ def test_shuffle_and_augmentation_are_reproducible_and_worker_independent(rec: P
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_next_epoch_runs_ahead_and_resets_anywhere_keep_the_batches(rec: Path) -> None:
     # Workers start the next epoch's batches once this epoch's are all under
     # way; whatever the caller does (a reset mid-epoch, after the run-ahead
@@ -392,6 +396,7 @@ def test_imglist_labels_as_arrays_answer_as_a_dict_of_lines(
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.slow
 def test_a_corrupt_image_raises_with_its_offset_or_is_skipped(tmp_path: Path, threads: int) -> None:
     payloads = [png(source(i)) for i in range(N)]
     payloads[5] = payloads[5][: len(payloads[5]) // 2]  # cut short
@@ -434,6 +439,7 @@ def test_without_an_index_the_file_is_scanned_with_a_note(
     assert f"indexed {N} records" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_close_frees_the_shared_memory(rec: Path) -> None:
     it = make(rec, preprocess_threads=2)
     it.next()
@@ -453,6 +459,7 @@ def is_lent(data: np.ndarray) -> bool:
     return isinstance(base, memoryview) and not isinstance(base.obj, bytearray)
 
 
+@pytest.mark.slow
 def test_batches_are_lent_views_of_the_ring_and_kept_ones_stay_intact(rec: Path) -> None:
     options = dict(rand_crop=True, rand_mirror=True, shuffle=True, batch_size=2)
     with make(rec, **options) as inline:  # one process: every batch a copy
@@ -482,6 +489,7 @@ def test_batches_are_lent_views_of_the_ring_and_kept_ones_stay_intact(rec: Path)
         np.testing.assert_array_equal(np.concatenate(parts), [w[0] for w in want[:15]])
 
 
+@pytest.mark.slow
 def test_copies_past_the_lendable_batches_reuse_their_buffers(rec: Path) -> None:
     """A loop that holds two batches besides the one it works on (a
     prefetcher's pattern) gets copies past the two the pool lends; each
@@ -510,6 +518,7 @@ def test_copies_past_the_lendable_batches_reuse_their_buffers(rec: Path) -> None
     np.testing.assert_array_equal(np.concatenate(got), np.concatenate(want))
 
 
+@pytest.mark.slow
 def test_threads_when_forking_is_unsafe(rec: Path) -> None:
     """With other Python threads alive, workers are threads, not forks, and
     the batches are the same."""
@@ -533,6 +542,7 @@ def test_threads_when_forking_is_unsafe(rec: Path) -> None:
 
 
 @pytest.mark.parametrize("noticed", [False, True], ids=["racing", "all-gone"])
+@pytest.mark.slow
 def test_a_killed_worker_is_reported_not_a_hang(rec: Path, noticed: bool) -> None:
     """Whether every worker has already gone when the next batch is sent
     (the send itself fails then) or a death is only seen while waiting."""
@@ -560,6 +570,7 @@ def test_a_killed_worker_is_reported_not_a_hang(rec: Path, noticed: bool) -> Non
     it.close()
 
 
+@pytest.mark.slow
 def test_a_forked_copy_does_not_release_the_parents_workers(rec: Path) -> None:
     """A process forked while an iterator lives (a DataLoader worker, another
     iterator's worker) may garbage-collect its copy: that must not stop the

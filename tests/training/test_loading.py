@@ -96,6 +96,7 @@ def loaders(ds: RecordDataset, workers: int, method: str, seed: int) -> tuple[li
 
 
 @pytest.mark.parametrize(("workers", "method"), [(0, ""), (2, "fork"), (2, "spawn")])
+@pytest.mark.slow
 def test_batched_dataloader_gives_the_per_sample_batches(
     rec: Path, workers: int, method: str
 ) -> None:
@@ -174,6 +175,7 @@ def blocks_of(pids: set[int]) -> list[str]:
 
 @pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
 @pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.slow
 def test_workers_blocks_leave_no_files(rec: Path, persistent: bool) -> None:
     loader = DataLoader(training(rec), batch_size=8, num_workers=2,
                         collate_fn=RecordDataset.collate, persistent_workers=persistent,
@@ -187,6 +189,7 @@ def test_workers_blocks_leave_no_files(rec: Path, persistent: bool) -> None:
 
 
 @pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
+@pytest.mark.slow
 def test_blocks_of_dead_processes_are_swept(tmp_path: Path) -> None:
     child = multiprocessing.get_context("fork").Process(target=os.getpid)
     child.start()
@@ -212,6 +215,7 @@ sys.stdin.read()  # held until the test closes stdin
 
 @pytest.mark.skipif(loading.SHM_DIR is None, reason="blocks live in /dev/shm")
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+@pytest.mark.slow
 def test_a_job_in_another_pid_namespace_keeps_its_blocks(tmp_path: Path) -> None:
     """Containers started with --ipc=host share /dev/shm but not pids: a
     job whose sweep runs in another PID namespace, where the first job's
@@ -287,6 +291,7 @@ def in_child(check: Any) -> None:
 
 
 @needs_c_loop
+@pytest.mark.slow
 def test_a_stores_batch_goes_through_the_c_loop_as_a_files_does(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,6 +349,7 @@ def test_a_stores_batch_goes_through_the_c_loop_as_a_files_does(
 
 
 @needs_c_loop
+@pytest.mark.slow
 def test_a_stores_spans_that_miss_stop_the_staging(
     rec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

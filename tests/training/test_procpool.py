@@ -15,11 +15,16 @@ from im2rec.errors import Im2RecError, ImageCodecError
 from im2rec.executors import WorkerCrashed, check_stop, fork_is_safe
 from im2rec.training.procpool import _PART, JOB_BYTES, BatchProcesses
 
-pytestmark = pytest.mark.skipif(not fork_is_safe(), reason="forked workers need Linux and fork")
+pytestmark = [
+    pytest.mark.skipif(not fork_is_safe(), reason="forked workers need Linux and fork"),
+    pytest.mark.slow,  # (processes: `make test-fast` leaves them out)
+]
 
 
 def _echo(job: object) -> object:
     if isinstance(job, tuple) and job[0] == "sleep":
+        if len(job) > 2:  # says it started: a file in that folder
+            Path(job[2], str(os.getpid())).touch()
         for _ in range(int(job[1] * 100)):  # an image at a time, as fill_batch
             check_stop()
             time.sleep(0.01)
@@ -35,6 +40,14 @@ def _echo(job: object) -> object:
 
 class _Unpicklable(Exception):
     pass
+
+
+def _started(marks: Path, count: int) -> None:
+    """Until ``count`` workers have begun a job (they mark it in ``marks``)."""
+    deadline = time.monotonic() + 30
+    while len(list(marks.iterdir())) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(list(marks.iterdir())) >= count
 
 
 def _alive(pid: int) -> bool:
@@ -88,13 +101,13 @@ def test_a_job_too_large_for_one_message_is_refused() -> None:
 
 
 @pytest.mark.parametrize("when", ["waiting", "before-sending"])
-def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str) -> None:
+def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str, tmp_path: Path) -> None:
     pool = BatchProcesses(2, _echo)
     try:
         if when == "waiting":
-            ticket = pool.submit(("sleep", 30))
-            time.sleep(0.3)
-            os.kill(pool.pids[0], signal.SIGKILL)
+            ticket = pool.submit(("sleep", 30, str(tmp_path)))
+            _started(tmp_path, 1)
+            os.kill(int(next(tmp_path.iterdir()).name), signal.SIGKILL)  # the one in the job
         else:  # every worker gone before the job is sent: the send fails
             for pid in pool.pids:
                 os.kill(pid, signal.SIGKILL)
@@ -111,12 +124,12 @@ def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str) -> None
         pool.close()
 
 
-def test_close_stops_the_workers_at_their_next_image() -> None:
+def test_close_stops_the_workers_at_their_next_image(tmp_path: Path) -> None:
     pool = BatchProcesses(2, _echo)
     pids = pool.pids
     for _ in range(4):
-        pool.submit(("sleep", 30))
-    time.sleep(0.3)
+        pool.submit(("sleep", 30, str(tmp_path)))
+    _started(tmp_path, 2)
     started = time.monotonic()
     pool.close()
     assert time.monotonic() - started < 5  # not the 30 s a job takes

@@ -19,6 +19,9 @@ import pytest
 
 from .test_iterator import png, source, write_rec
 
+# (processes, servers or seconds: `make test-fast` leaves them out)
+pytestmark = pytest.mark.slow
+
 # One epoch of a shuffled, randomly cropped and mirrored iterator with two
 # workers: which kind of workers ran it, the warnings raised, and a digest
 # of every batch's pixels and labels.
