@@ -54,7 +54,7 @@ from loader_scripts import BOUND, CEILING, DALI, DATASET, ITERATOR, run
 HERE = Path(__file__).resolve().parent
 
 ITER_TARGET = 1.0
-TRAIN_TARGET = 1.5  # RecordDataset + Augmenter vs the usual class, training transform (issue 20)
+TRAIN_TARGET = 1.5  # RecordDataset + Augmenter vs the usual class, training transform
 #: (row, which .rec, DALI's pipeline): RandomResizedCrop on 256-px and on
 #: photo-sized images, and a plain random 224 crop
 DALI_ROWS = (("rrc_256", "256", "rrc"), ("rrc_full", "full", "rrc"), ("crop_256", "256", "crop"))
@@ -64,7 +64,7 @@ DALI_LABELS = {
     "rrc_full": "RandomResizedCrop, full-size",
     "crop_256": "random 224 crop, 256-px",
 }
-RECIPE_TARGET = 1.3  # with GluonCV's training augmentation (issue 17)
+RECIPE_TARGET = 1.3  # with GluonCV's training augmentation
 # RecordDataset's old 2x target is retired: two processes doing nothing but
 # decoding (the ceiling printed beside it) reach 1.06-1.35x the usual class.
 
@@ -127,7 +127,7 @@ def decode_ceiling(rec: Path, workers: int) -> float:
 def against_dali(
     recs: dict[str, Path], mx_python: str, workers: int, epochs: int
 ) -> dict[str, dict[str, Any]]:
-    """The DALI table (issue 20): for each row, DALI's CPU pipeline, ours,
+    """The DALI table: for each row, DALI's CPU pipeline, ours,
     MXNet's iterator with the same options, and the decode-only bound."""
     rows: dict[str, dict[str, Any]] = {}
     for name, rec_kind, mode in DALI_ROWS:

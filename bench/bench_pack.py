@@ -38,11 +38,9 @@ from benchutil import (  # bench/ is on sys.path when run as a script
     save_results,
 )
 
-# Live targets, each met with a margin on the 2-vCPU reference VM (README,
-# Performance, which also gives the retired ones and the bounds behind them):
-# * resize: issue 4 asked 1.5x; the re-encoding alone, plus our start-up,
-#   bounds the ratio at 1.5-1.85x here (printed), so 1.5x was met in half of
-#   the runs; the live target guards against regressions.
+# Live targets (docs/performance.md gives the bounds behind them):
+# * resize: the re-encoding alone, plus our start-up, bounds the ratio at
+#   1.5-1.85x (printed); the target guards against regressions.
 # * the page-cache floors: warm (<= 1.5x reading the files) is retired, as
 #   writing the same bytes to one new file already takes 2-3x the read; cold
 #   (the cache dropped before every run, timed after start-up) is 1.6-1.75x,

@@ -32,9 +32,9 @@ IDX_LINES = 1_000_000
 # The multiples of MXNet's speed im2rec must reach (README, Performance).
 # The .idx target is on the row that does MXNet's work (open + the first
 # read_idx, which builds the key table MXNet builds on open); the lazy open
-# alone is informational. The read targets were 3x and 2x while records were
-# read from a memory map; a pread per record (issue 15: a mapped file that
-# shrinks kills the reader with SIGBUS) costs about 1 us more per record.
+# alone is informational. A record is read with a pread, not from a memory
+# map (a mapped file that shrinks kills the reader with SIGBUS), which costs
+# about 1 us a record.
 TARGETS = {"read_small": 2.0, "read_images": 1.3, "write_small": 1.5, "open_idx_lookup": 4.0}
 LABELS = {
     "read_small": f"read_idx+unpack, {SMALL_N:,} x {SMALL_SIZE} B, shuffled",

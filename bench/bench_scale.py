@@ -12,7 +12,7 @@ images. Every measurement runs in its own process and reads its memory from
 parent plus its workers (smaps_rollup), which counts pages shared by forked
 workers once.
 
-Targets (issue 33, at 5M records unless said):
+Targets (at 5M records unless said):
 
 * ``RecordDataset`` open >= 10x faster than MXNet's ``MXIndexedRecordIO``
   opening the same pair (the second open: the first writes the binary copy);

@@ -1,4 +1,4 @@
-"""Training straight from object storage (issue 37): shuffled epochs of
+"""Training straight from object storage: shuffled epochs of
 decoded, augmented 224-px samples read from a far store, against the same
 ``.rec`` on local disk.
 

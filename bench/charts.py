@@ -105,8 +105,10 @@ def scale_svg(doc: dict[str, Any]) -> str:
                                        ("MXNet MXIndexedRecordIO", "mx_rss", MISSED)], 1 / 2**20),
     ]  # fmt: skip
     width, height, pad = 420, 260, 50
+    # the legends' lines under each panel, then the caption under the longest
+    caption_y = 40 + height + 36 + 15 * max(len(series) for _, series, _ in panels) + 10
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * (width + pad) + 20}" '
-           f'height="{height + 110}" {FONT} font-size="12">',
+           f'height="{caption_y + 12}" {FONT} font-size="12">',
            '<rect width="100%" height="100%" fill="white"/>']  # fmt: skip
     xs = [r["records"] for r in rows]
     xlo, xhi = min(xs) / 1.5, max(xs) * 1.5
@@ -156,7 +158,7 @@ def scale_svg(doc: dict[str, Any]) -> str:
                 )
             out.append(f'<text x="{ox}" y="{oy + height + 36 + 15 * i}" fill="{color}">'
                        f"— {escape(name)}</text>")  # fmt: skip
-    out.append(f'<text x="20" y="{height + 104}" fill="#555">records in the index (log scale); '
+    out.append(f'<text x="20" y="{caption_y}" fill="#555">records in the index (log scale); '
                f'measured {doc["when"][:10]} on {escape(doc["machine"]["cpu"])}</text>')  # fmt: skip
     out.append("</svg>")
     return "\n".join(out) + "\n"

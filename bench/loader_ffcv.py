@@ -1,4 +1,4 @@
-"""bench_loader.py's FFCV table (issue 36): FFCV 1.0.2's CPU loader on its
+"""bench_loader.py's FFCV table: FFCV 1.0.2's CPU loader on its
 own ``.beton`` of the same images against ImageRecordIter and RecordDataset +
 Augmenter in a DataLoader, and each path's share of the decode-only bound,
 measured in rounds (:func:`bound_rounds`)."""
@@ -16,7 +16,7 @@ from typing import Any
 from loader_scripts import BOUND, DATASET, ITERATOR, run
 
 # Against FFCV 1.0.2's CPU loader, RandomResizedCrop(224) + flip + normalise
-# (issue 36), and the share of the decode-only bound each path reaches.
+# and the share of the decode-only bound each path reaches.
 FFCV_ITER_TARGET = 1.5
 FFCV_DATASET_TARGET = 1.3
 BOUND_TARGET = 0.75
@@ -53,7 +53,7 @@ def bound_rounds(rec: Path, workers: int, epochs: int, rounds: int) -> dict[str,
 def against_ffcv(
     rec: Path, ffcv_python: str | None, workers: int, epochs: int, iterator: float
 ) -> dict[str, Any]:
-    """The FFCV table (issue 36): FFCV's CPU loader on its own ``.beton`` of
+    """The FFCV table: FFCV's CPU loader on its own ``.beton`` of
     the same images; ours, RecordDataset + Augmenter in a DataLoader a batch
     at a time and a sample at a time, and ImageRecordIter (measured in the
     DALI table's 256-px random-resized-crop row, the same work); each as a

@@ -1,4 +1,4 @@
 """The version of im2rec, in one place below everything that records it
 (manifests, ``rec --version``); pyproject.toml's must match (tested)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -43,10 +43,9 @@ WORKERS_PER_CPU = 8
 def check_workers(count: int, option: str = "--num-workers") -> int:
     """``count`` when this machine can run that many workers (processes, or
     threads that read): at least one, at most :data:`WORKERS_PER_CPU` per
-    usable CPU or :data:`MIN_WORKER_LIMIT`, whichever is more. Past a few
-    per CPU they only take memory; 100,000 once started 3,590 processes
-    and 21 GB on a 2-core machine before it was stopped. ConfigError naming
-    ``option`` otherwise."""
+    usable CPU or :data:`MIN_WORKER_LIMIT`, whichever is more (past a few
+    per CPU they only take memory). ConfigError naming ``option``
+    otherwise."""
     from ..errors import ConfigError
 
     cpus = default_workers()
@@ -121,10 +120,8 @@ def tune_malloc() -> None:
     by some frees, frozen by others and by ``MALLOC_TRIM_THRESHOLD_``, which
     Dask's nanny sets) with a fresh ``mmap``, and gives freed heap above its
     trim threshold back to the kernel; either way the next image's buffers
-    (a 224x224 RGBX resize is 200 kB) fault their pages in again. Measured:
-    ImageRecordIter's workers spent 0.40 ms an image on a 224-px
-    random-resized crop without this and 0.31 ms with it, and Dask's
-    packing ran 1.5x slower. Blocks up to 32 MiB then come from the heap,
+    (a 224x224 RGBX resize is 200 kB) fault their pages in again, a
+    quarter of a training sample's time. Blocks up to 32 MiB then come from the heap,
     and up to 64 MiB of freed heap is kept. Inherited by forked children.
     """
     global _MALLOC_TUNED

@@ -262,7 +262,7 @@ class _Ahead(Chunks):
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
 
-# the check below for the usual spelling, in C: 3 us a member saved (optional)
+# the check below for the usual spelling, in C (optional: the Python check is the same)
 _plain_file: Callable[[bytes | memoryview], tuple[str, int] | None] | None
 _plain_file = getattr(native.load("ustar"), "plain_file", None)
 

@@ -10,10 +10,8 @@ member: where a header is the plain ustar one that GNU tar and ``tarfile``
 write for a short ASCII name, it is parsed in C (or by one Python check)
 and the file's bytes are read with the next header in one ``pread``; from
 the first header that is anything else (pax, a GNU long name, a link),
-``tarfile`` reads the rest. ``tarfile`` alone spent 60 µs a member in
-Python, a third of a class's extraction and, under the GIL, the part that
-kept the extracting threads from running together (docs/performance.md,
-"``rec imagenet`` extraction").
+``tarfile`` reads the rest. ``tarfile`` parses each member in Python
+under the GIL, which kept the extracting threads from running together.
 """
 
 from __future__ import annotations

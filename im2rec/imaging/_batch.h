@@ -13,8 +13,7 @@
  * (uint64; ids may be None) and run crop's work on its image into the j-th
  * sample of out. It is RecordDataset.__getitems__'s loop (and
  * ImageRecordIter's workers', filling.fill_batch) without the Python between the samples
- * (reading, unpacking, the call): 9.7 us of a sample's 0.33 ms on the
- * 2-core VM (docs/performance.md, "The batch in C"). The draws are crop's, in the
+ * (reading, unpacking, the call). The draws are crop's, in the
  * same order, so the planes and the generator's state are the per-sample
  * path's (tests/training/test_batch_native.py).
  *
@@ -154,7 +153,7 @@ static int64_t item64(const void *array, size_t j) {  /* (any alignment) */
 
 /* Samples drawn together, then decoded by this thread and the helper: a
    run this long at a time, so that the records read for the draws are
-   still in cache when they are decoded (docs/performance.md, "Idle CPUs"). */
+   still in cache when they are decoded. */
 #define TOGETHER 8
 
 /* crop_batch with together: (next, outcome) as a new reference, or NULL. */

@@ -9,8 +9,8 @@
  *       -> True (done), None (not taken: nothing drawn), or (flip, box)
  *
  * It is Augmenter.write's one-pass path (im2rec/training/augment/fused.py)
- * without the Python between the calls, which cost a sample 0.04 ms of its
- * 0.29 (docs/performance.md, "The crop in C"). The contract is that path's
+ * without the Python between the calls (an eighth of a sample's time). The
+ * contract is that path's
  * output and its random stream, draw for draw:
  * - the draws are numpy's own: the generator's next_double and next_uint32
  *   through its public bitgen_t (numpy/random/bitgen.h), uniform as

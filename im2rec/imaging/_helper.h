@@ -4,8 +4,8 @@
  * A training loader's workers are as many as the CPUs, yet each sits idle
  * for part of an epoch: torch's DataLoader hands a worker its next batch
  * only as the batches before it are taken, in order, and the last batches
- * of an epoch are unequal. On the 2-vCPU VM one worker of two was idle
- * 4-11 % of the time (docs/performance.md, "Idle CPUs"). The helper runs
+ * of an epoch are unequal, so a worker waits for part of the time. The
+ * helper runs
  * under SCHED_IDLE, so the kernel gives it a CPU only when no ordinary
  * thread wants one: it takes samples of its own worker's batch while the
  * other worker waits, and never slows a busy machine. Where SCHED_IDLE is

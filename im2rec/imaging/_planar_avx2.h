@@ -11,8 +11,7 @@
  * four outputs' 16-bit pairs, and one vpmaddwd weighs them. The RGBX
  * kernel it replaces (rs_horizontal4_avx2) weighed four rows' pixels one
  * output at a time, an X byte with every pixel, each pair of taps from
- * eight-byte loads. Measured on a Zen 2 VM (docs/performance.md, "The
- * loader's resampler"). The sums are the same integers, so the bytes are
+ * eight-byte loads. The sums are the same integers, so the bytes are
  * the RGBX path's and Pillow-SIMD's (tests/imaging/test_resample.py).
  * A mirrored sample's plan takes the columns from the row's end. Windows
  * whose lanes reach further keep the RGBX path.

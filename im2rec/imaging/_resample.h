@@ -1,6 +1,6 @@
 /* Resampling a window of 8-bit pixels (gray or RGBX rows) to the output
  * size, with Pillow-SIMD's arithmetic, so that the results are Pillow-SIMD's
- * to the bit (docs/performance.md, "The loader's resampler"): the filter
+ * to the bit: the filter
  * weights of Pillow's precompute_coeffs in double precision, turned into
  * 16-bit integers at the largest precision that keeps the biggest weight
  * below 2**15; a horizontal pass into 8-bit rows, then a vertical one, each

@@ -3,10 +3,9 @@ them that stay valid while they are alive.
 
 A reader that must see every byte (``rec import`` scans images for MXNet's
 magic word) and a writer that then writes them out do best when the bytes
-are still in the CPU's cache for the write, as ``cat`` keeps them: on the
-VMs measured, copies through a 1 MiB buffer ran at a third of the speed of
-copies through 256 KiB. So the file is read a chunk at a time, a record's
-bytes are handed on as the chunk's view with a lease (the chunk is not
+are still in the CPU's cache for the write, as ``cat`` keeps them (a 1 MiB
+buffer no longer fits a core's cache; 256 KiB does). So the file is read a
+chunk at a time, a record's bytes are handed on as the chunk's view with a lease (the chunk is not
 filled again while the lease lives) and written at once, and the chunks go
 round a small pool: no fresh memory is faulted in per read.
 """

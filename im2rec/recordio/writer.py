@@ -126,8 +126,8 @@ class RecordWriter:
         self._pos = end = pos + len(before) + n + len(body) + len(after)
         if body.data is not None and not out.pending and end - self._flushed < _BUFFER:
             # a body in a reader's memory is written at once, while it is
-            # still in the CPU's cache (written 1 MiB at a time, the copies
-            # ran at half the speed on the VMs measured); the .rec only: the
+            # still in the CPU's cache (1 MiB at a time would have left it);
+            # the .rec only: the
             # .idx lines follow at the next flush
             out.write_now([before, *head, body.data, after])
             return pos

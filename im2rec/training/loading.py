@@ -5,10 +5,8 @@ batch when the dataset has that method, then its ``collate_fn`` on what
 comes back, in a worker process; the result reaches the training process
 through shared memory. On the default path every sample is a fresh array,
 ``default_collate`` copies them into a fresh shared block, and the kernel
-zeroes and maps that block's pages again for every batch. Measured on a
-2-core VM: moving float32 batches of 64 224-px images from 2 workers, with
-no decoding at all, tops out at 4,100 images/s (0.48 ms of CPU an image,
-more than decoding one).
+zeroes and maps that block's pages again for every batch: moving float32
+batches of 224-px images that way costs more CPU an image than decoding it.
 
 So :class:`~im2rec.training.dataset.RecordDataset` with an
 :class:`~im2rec.training.augment.Augmenter` decodes a batch straight into a
@@ -16,9 +14,8 @@ slot of a block of shared memory its process keeps (:class:`Slots`), and
 :func:`collate` sends only the block's name and the slot's number. The
 training process maps the block once and hands out tensors over the slot;
 when the last of them (views included) is collected, a finaliser marks the
-slot free in the block's first page, and the worker fills it again. The
-same move then runs at 24,000 images/s, the pages being touched once per
-worker instead of once per batch. A worker that finds every slot still held
+slot free in the block's first page, and the worker fills it again: the
+pages are touched once a worker instead of once a batch. A worker that finds every slot still held
 (a caller keeping batches in a list) decodes into fresh memory, as the
 default path does: correct, only slower.
 

@@ -1,9 +1,9 @@
 """ImageRecordIter's worker processes: forked once, fed through one socket.
 
 Why not a ``ProcessPoolExecutor``: its manager and queue-feeder threads in
-the training process cost about 1 ms of that process's CPU a batch (the
-threads wake, take the GIL, pickle the augmenter again for every job), which
-on a 2-core machine is CPU the workers do not get; and a process with
+the training process cost that process's CPU for every batch (the threads
+wake, take the GIL, pickle the augmenter again for every job), CPU the
+workers do not get; and a process with
 those threads is no longer safe to fork (a ``DataLoader`` started later).
 Here the parent has no thread at all: it sends each job as one message on a
 ``SOCK_SEQPACKET`` socket pair whose other end every worker reads (the
@@ -11,9 +11,7 @@ kernel hands each message to exactly one of them, whole, so no lock is
 needed and a worker killed while reading cannot leave half a message
 behind), and reads the results from the same pair. The layout, the
 augmenter and the ring's name are inherited when the workers are forked,
-not sent for every batch. Measured (docs/performance.md, "The iterator's
-workers without a process pool"): the parent's CPU per image halved and the workers busy 97 % of the
-time instead of 95 %.
+not sent for every batch.
 
 A worker that dies (killed, out of memory, a crash in a decoder) is noticed
 through its process sentinel while the parent waits, and reported as

@@ -3,11 +3,10 @@
 A DataLoader worker keeps a batch's samples until it collates them, then
 drops them all. Fresh 600 kB float32 samples then cost the kernel's page
 faults and zeroing every time (glibc returns large freed blocks to the
-system), about as much as decoding the crop: measured 0.57 ms of 1.4 ms a
-224x224 sample. So :func:`new_array` hands out an array from a small pool
-when the pool's reference is the only one left. Every holder of an array,
-its views and buffers included, holds a reference to it, so a sample still
-in use is never handed out twice.
+system), about as much as decoding the crop. So :func:`new_array` hands
+out an array from a small pool when the pool's reference is the only one
+left. Every holder of an array, its views and buffers included, holds a
+reference to it, so a sample still in use is never handed out twice.
 """
 
 from __future__ import annotations
