@@ -8,7 +8,7 @@ BIN       := $(VENV)/bin
 PYTEST    := $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
-.PHONY: help install ffcv stream-peers test test-no-native compat lint format bench demo golden clean matrix package fuzz sanitize docs docs-serve charts lock
+.PHONY: help install ffcv stream-peers test test-fast test-no-native compat lint format bench demo golden clean matrix package wheel fuzz sanitize docs docs-serve charts lock
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -85,6 +85,11 @@ stream-peers: $(STREAM_VENV)/.installed ## litdata and MosaicML Streaming in .ve
 test: $(VENV)/.native ## Run the test suite (all but the MXNet cross-checks), on every core
 	$(PYTEST) -n auto -m "not compat"
 
+# The quick loop while editing: no process, server, docs build or memory run
+# (those are marked slow), under a minute on 2 cores; `make test` runs them all.
+test-fast: $(VENV)/.native ## The tests that start no process or server and take no seconds (a quick loop)
+	$(PYTEST) -n auto -m "not compat and not slow" -q
+
 # The fallbacks, tested whole: every C extension switched off (im2rec.native).
 test-no-native: $(VENV)/.native ## The whole suite again with IM2REC_NO_NATIVE=1 (the pure-Python paths)
 	IM2REC_NO_NATIVE=1 $(PYTEST) -n auto -m "not compat"
@@ -137,6 +142,12 @@ matrix: .venv-lowest/.installed .venv-newest/.installed ## The suite on Python 3
 package: ## Build sdist + wheel, twine check, and a no-compiler install beside a preinstalled Pillow
 	scripts/check-package.sh $(PYTHON)
 
+# A release wheel for this platform: every C extension, libjpeg bundled by
+# auditwheel (manylinux), then installed and run in a fresh venv with no
+# compiler and no libjpeg headers. Other platforms: .github/workflows/release.yml.
+wheel: ## Build dist/wheelhouse/im2rec-*-manylinux*.whl with the fast path, and check it in a clean venv
+	scripts/build-wheel.sh $(PYTHON)
+
 lint: $(VENV)/.native ## ruff (lint + format check), mypy --strict, the import layers (lint-imports)
 	$(BIN)/ruff check im2rec tests bench fuzz
 	$(BIN)/ruff format --check im2rec tests bench fuzz
@@ -173,13 +184,15 @@ bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks beside 
 		$(BIN)/python bench/$$b $$args || failed="$$failed $$b"; \
 	done; \
 	$(BIN)/python bench/charts.py; \
+	$(BIN)/python bench/report.py; \
 	if [ -n "$$failed" ]; then echo "missed a target or differed:$$failed"; exit 1; fi; \
 	echo "every benchmark met its targets"
 
 # Each benchmark writes bench/results/NAME.json (its ratios and all it
-# measured); these draw them for docs/performance.md.
-charts: ## Draw docs/img/ratios.svg and scale.svg from bench/results/*.json
+# measured); these draw them, and write docs/performance.md's tables.
+charts: ## Draw docs/img/*.svg and write docs/performance.md's tables from bench/results/*.json
 	$(BIN)/python bench/charts.py
+	$(BIN)/python bench/report.py
 
 # Coverage-guided fuzzing of the C extensions and the file parsers (fuzz/):
 # atheris, the libFuzzer engine for Python, with its ASan runtime.

@@ -92,9 +92,12 @@ try:
 except ImportError:  # (im2rec is installed into this environment after Pillow)
     raise SystemExit(0)
 missing = backend_info()["missing"]
+needs = {"littlecms2": "liblcms2-dev", "libtiff": "libtiff-dev", "webp": "libwebp-dev",
+         "jpg_2000": "libopenjp2-7-dev", "avif": "libavif-dev 1.0 or newer"}
 if missing:
-    said = ", ".join(f"{name} ({what})" for name, what in missing.items())
-    print(f"note: Pillow-SIMD was built without {said}: Pillow's wheels have them. Install "
-          "their libraries' development packages (Debian: liblcms2-dev libtiff-dev libwebp-dev "
-          "libopenjp2-7-dev; AVIF needs libavif 1.0 or newer) and run 'make install' again")
+    said = ", ".join(f"{name} ({what}; needs {needs.get(name, '?')})"
+                     for name, what in missing.items())
+    print(f"note: Pillow-SIMD was built without {said}, which Pillow's wheels have; an image "
+          "that needs one fails alone. With those Debian packages (or your system's), run "
+          "'make install' again")
 PY
