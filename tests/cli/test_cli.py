@@ -302,7 +302,7 @@ def test_rec_verify_shows_its_progress_as_sizes(tmp_path: Path) -> None:
     with IndexedRecordWriter(tmp_path / "d.rec") as w:
         for key in range(200):
             w.write_key(key, pack((0, 1.0, key, 0), bytes(5000)))
-    env = {**os.environ, "TTY_COMPATIBLE": "1", "COLUMNS": "160"}
+    env = {**os.environ, "TTY_COMPATIBLE": "1", "FORCE_COLOR": "1", "COLUMNS": "160"}
     done = subprocess.run([sys.executable, "-m", "im2rec", "verify", str(tmp_path / "d.rec")],
                           capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
