@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
@@ -219,7 +220,7 @@ def s3() -> Iterator[Any]:
 #: need it safe. So these run last in each pytest-xdist worker.
 _LEAVE_THREADS = (
     "tests/storage/test_remote.py",
-    "tests/storage/test_remote_hostile.py",
+    "tests/storage/test_bounded.py",
     "tests/storage/test_storage.py",
     "tests/packing/test_remote_pack.py",
     "tests/packing/test_sharding.py",
@@ -230,3 +231,24 @@ _LEAVE_THREADS = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.nodeid.startswith(_LEAVE_THREADS))  # stable: else as found
+
+
+@pytest.fixture(params=["C helper", "one copy at a time"])
+def copies(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of making a batch of copies: the C helper (when built) and
+    the Python loop used without it."""
+    from im2rec.storage import copying
+
+    if request.param == "C helper":
+        pytest.importorskip("im2rec.storage._copies", reason="built without a compiler")
+    else:
+        monkeypatch.setattr(copying, "_copy_records", None)
+    return str(request.param)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background (``nohup``, ``make test &``, some CI
+    runners) inherits SIGINT ignored, and so would every ``rec`` it starts:
+    the tests of Ctrl-C would see it ignored. Their children get the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

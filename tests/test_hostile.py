@@ -18,14 +18,11 @@ from hypothesis import strategies as st
 from PIL import Image, features
 
 from im2rec.cli import main
-from im2rec.errors import DatasetError
 from im2rec.imagenet.preparing import ImagenetOptions, prepare_imagenet
 from im2rec.inspect.unpacking import read_class_map, unpack_rec
 from im2rec.listing import ListOptions, make_lists
 from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.storage.confined import ConfinedWriter, relative_name
-from im2rec.storage.files import split_lines
 
 from .imagenet_fixture import make_fake_imagenet, tar_bytes, train_files
 
@@ -122,47 +119,7 @@ def test_a_hostile_lists_json_cannot_delete_other_files(tmp_path: Path) -> None:
     assert not (tmp_path / "train_old.lst").exists()  # a stale list of this prefix goes
 
 
-@given(
-    st.text(
-        st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from("/.\\ \t\n"),
-        max_size=40,
-    )
-)
-def test_relative_name_only_ever_names_a_path_inside(name: str) -> None:
-    try:
-        rel = relative_name(name, "map.tsv:1")
-    except DatasetError as exc:
-        assert str(exc).startswith("map.tsv:1: the name ")
-        return
-    parts = rel.split("/")
-    assert ".." not in parts and "" not in parts and not rel.startswith("/")
-    assert not any(c in rel for c in "\0\t\n\r") and not rel[0].isspace()
-    assert ".." not in rel.replace("\\", "/").split("/")
-
-
-def test_confined_writer_refuses_a_symlink_swapped_in_for_a_folder(tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    root = tmp_path / "root"
-    root.mkdir()
-    with ConfinedWriter(root) as files:
-        files.write("a/1.bin", b"1")
-        (root / "b").symlink_to(outside)
-        with pytest.raises(DatasetError, match="does not write through links"):
-            files.write("b/2.bin", b"2")
-        (root / "a" / "3.bin").symlink_to(outside / "3.bin")
-        with pytest.raises(DatasetError, match="does not write through links"):
-            files.write("a/3.bin/x", b"3")
-    assert list(outside.iterdir()) == []
-
-
 # -- 4. text formats that read back what they wrote -------------------------
-
-
-def test_split_lines_cuts_only_at_line_ends() -> None:
-    text = f"a{SEPARATORS}b\r\nc\rd\n\ne"
-    assert split_lines(text) == [f"a{SEPARATORS}b", "c", "d", "", "e"]
-    assert split_lines("x\n") == ["x"] and split_lines("") == []
 
 
 @settings(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import struct
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ from PIL import Image
 from im2rec import Augmenter
 from im2rec.cli import main
 from im2rec.errors import ConfigError, DatasetError
+from im2rec.executors import LocalExecutor
 from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordWriter, RecordReader, pack, unpack
 from im2rec.training.augment.ndarray_file import MAX_ARRAYS, load_ndarrays, save_ndarrays
@@ -96,59 +99,6 @@ def test_a_billion_chunks_is_refused_not_written(tmp_path: Path) -> None:
     assert time.perf_counter() - t0 < 10
 
 
-@pytest.mark.parametrize(
-    "command",
-    [["pack", "--num-workers", "100000"], ["pack", "--num-thread", "100000", "--pass-through"],
-     ["imagenet", "--download-dir", ".", "--num-workers", "100000"]],
-)  # fmt: skip
-@pytest.mark.slow
-def test_a_hundred_thousand_workers_is_refused_before_one_starts(
-    rec: Path, command: list[str]
-) -> None:
-    """Every worker count is bounded by the machine (it had started 3,590
-    of 100,000 processes and 21 GB on a 2-core machine before it was
-    stopped), in a real process, whose children are counted."""
-    import subprocess
-    import sys
-
-    lst = rec.with_suffix(".lst")
-    lst.write_text("".join(f"{k}\t0\t{k}.jpg\n" for k in range(12)))
-    args = [*command, str(lst)] if command[0] == "pack" else command
-    proc = subprocess.run([sys.executable, "-m", "im2rec", *args], capture_output=True,
-                          text=True, timeout=60, cwd=rec.parent)  # fmt: skip
-    assert proc.returncode == 2, proc.stderr
-    assert "100,000: this machine runs 1 to" in proc.stderr and "Traceback" not in proc.stderr
-
-
-@pytest.mark.slow
-def test_the_other_worker_counts_are_bounded_too(rec: Path) -> None:
-    import subprocess
-    import sys
-
-    from im2rec import ImageRecordIter
-    from im2rec.executors import LocalExecutor
-
-    with pytest.raises(ConfigError, match="preprocess_threads 100,000: this machine runs"):
-        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
-                        preprocess_threads=100_000)  # fmt: skip
-    with pytest.raises(ConfigError, match="preprocess_threads must be 0 or more"):
-        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
-                        preprocess_threads=-3)  # fmt: skip
-    with pytest.raises(ConfigError, match="prefetch_buffer must not be negative"):
-        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
-                        prefetch_buffer=-5)  # fmt: skip
-    with pytest.raises(ConfigError, match="--num-workers 100,000"):
-        LocalExecutor(100_000)
-    rec.with_suffix(".lst").write_text("0\t0\tx.jpg\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "im2rec.cli.im2rec_compat", str(rec.parent / "d"),
-         str(rec.parent), "--num-thread", "100000"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert proc.returncode == 2 and "--num-thread 100,000" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
 # -- values that would be stored wrong -------------------------------------------
 
 
@@ -215,3 +165,51 @@ def test_the_mxnet_iterator_checks_them_too(rec: Path) -> None:
 
     with pytest.raises(ConfigError, match="pca_noise"):
         ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2, pca_noise=1e300)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["pack", "--num-workers", "100000"], ["pack", "--num-thread", "100000", "--pass-through"],
+     ["imagenet", "--download-dir", ".", "--num-workers", "100000"]],
+)  # fmt: skip
+@pytest.mark.slow
+def test_a_hundred_thousand_workers_is_refused_before_one_starts(
+    rec: Path, command: list[str]
+) -> None:
+    """Every worker count is bounded by the machine (it had started 3,590
+    of 100,000 processes and 21 GB on a 2-core machine before it was
+    stopped), in a real process, whose children are counted."""
+
+    lst = rec.with_suffix(".lst")
+    lst.write_text("".join(f"{k}\t0\t{k}.jpg\n" for k in range(12)))
+    args = [*command, str(lst)] if command[0] == "pack" else command
+    proc = subprocess.run([sys.executable, "-m", "im2rec", *args], capture_output=True,
+                          text=True, timeout=60, cwd=rec.parent)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "100,000: this machine runs 1 to" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_other_worker_counts_are_bounded_too(rec: Path) -> None:
+
+    from im2rec import ImageRecordIter
+
+    with pytest.raises(ConfigError, match="preprocess_threads 100,000: this machine runs"):
+        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
+                        preprocess_threads=100_000)  # fmt: skip
+    with pytest.raises(ConfigError, match="preprocess_threads must be 0 or more"):
+        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
+                        preprocess_threads=-3)  # fmt: skip
+    with pytest.raises(ConfigError, match="prefetch_buffer must not be negative"):
+        ImageRecordIter(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=2,
+                        prefetch_buffer=-5)  # fmt: skip
+    with pytest.raises(ConfigError, match="--num-workers 100,000"):
+        LocalExecutor(100_000)
+    rec.with_suffix(".lst").write_text("0\t0\tx.jpg\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "im2rec.cli.im2rec_compat", str(rec.parent / "d"),
+         str(rec.parent), "--num-thread", "100000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--num-thread 100,000" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

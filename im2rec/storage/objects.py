@@ -111,16 +111,14 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> An
         return {}
 
 
-def remove(url: str, storage_options: dict[str, Any] | None = None) -> bool:
-    """Delete one object; False when it was not there."""
+def remove(url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Delete one object, when it is there (a store may not say whether it
+    was: S3's delete succeeds either way)."""
     from .remote import call, filesystem
 
     fs, path = filesystem(url, storage_options)
-    try:
+    with contextlib.suppress(MissingFileError):
         call(url, "removing it", lambda: fs.rm_file(path))
-    except MissingFileError:
-        return False
-    return True
 
 
 def size_of(url: str, storage_options: dict[str, Any] | None = None) -> int | None:

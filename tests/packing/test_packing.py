@@ -172,22 +172,6 @@ def test_fifos_and_devices_in_a_list_fail_instead_of_hanging(photos: Path) -> No
     assert len(IndexedRecordReader(photos.parent / "odd.rec")) == 2
 
 
-def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
-    """A second run on the same list would write the same temporary files."""
-    from click.testing import CliRunner
-
-    from im2rec.cli import main
-    from im2rec.storage.atomic import BusyError, exclusive
-
-    with exclusive(photos, "packing"):  # as another process holds it
-        with pytest.raises(BusyError, match="another process is packing it right now"):
-            pack_list(photos, PackOptions(pass_through=True))
-        result = CliRunner().invoke(main, ["pack", str(photos), "--pass-through", "-q"])
-        assert result.exit_code == 1
-        assert "ph.lst: another process is packing it right now; wait" in result.output
-    assert not list(photos.parent.glob("ph.*partial*")) and not photos.with_suffix(".rec").exists()
-
-
 @pytest.mark.slow
 def test_the_lock_is_released_while_forked_workers_live(photos: Path) -> None:
     """Workers forked during a pack share the locked file; the lock must not
@@ -391,31 +375,6 @@ def test_root_resolution(tmp_path: Path) -> None:
     assert pack_list(lst, PackOptions(pass_through=True)).records == 1
 
 
-def _imported(name: str) -> tuple[int, bool]:
-    import sys
-
-    return os.getpid(), name in sys.modules
-
-
-@pytest.mark.slow
-def test_preloaded_modules_are_imported_once_before_the_workers_fork(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from im2rec.executors import fork_is_safe
-
-    if not fork_is_safe():
-        pytest.skip("workers are not forked here")
-    log = tmp_path / "imports.log"
-    (tmp_path / "probe_module.py").write_text(
-        f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with LocalExecutor(2, preload=["probe_module"]) as executor:
-        seen = list(executor.map_ordered(_imported, ["probe_module"] * 8))
-    assert {ok for _, ok in seen} == {True} and os.getpid() not in {pid for pid, _ in seen}
-    assert log.read_text().split() == [str(os.getpid())]  # the parent's import, nobody else's
-
-
 @pytest.mark.slow
 def test_pass_through_starts_without_pillow(photos: Path) -> None:
     import subprocess
@@ -481,3 +440,19 @@ def test_a_file_too_large_for_a_record_is_refused_before_it_is_read(tmp_path: Pa
     assert (
         report[1] == "1\t0\thuge.jpg\trecord-too-large\t536,870,912 bytes; RecordIO stores < 2**29"
     )
+
+
+def test_a_list_being_packed_is_not_packed_twice_at_once(photos: Path) -> None:
+    """A second run on the same list would write the same temporary files."""
+    from click.testing import CliRunner
+
+    from im2rec.cli import main
+    from im2rec.storage.atomic import BusyError, exclusive
+
+    with exclusive(photos, "packing"):  # as another process holds it
+        with pytest.raises(BusyError, match="another process is packing it right now"):
+            pack_list(photos, PackOptions(pass_through=True))
+        result = CliRunner().invoke(main, ["pack", str(photos), "--pass-through", "-q"])
+        assert result.exit_code == 1
+        assert "ph.lst: another process is packing it right now; wait" in result.output
+    assert not list(photos.parent.glob("ph.*partial*")) and not photos.with_suffix(".rec").exists()

@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from im2rec.errors import Im2RecError, IndexFormatError, MissingFileError, RecordFormatError
+from im2rec.errors import (
+    Im2RecError,
+    IndexFormatError,
+    MissingFileError,
+    RecordFormatError,
+)
+from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import (
     IndexedRecordReader,
     IndexedRecordWriter,
@@ -130,30 +136,6 @@ def test_missing_rec(tmp_path: Path) -> None:
 def test_directory_instead_of_rec(tmp_path: Path) -> None:
     with pytest.raises(Im2RecError, match="is a directory"):
         RecordReader(tmp_path)
-
-
-def test_fifos_are_refused_not_waited_on(rec: Path, tmp_path: Path) -> None:
-    """Opening a FIFO for reading waits for a writer: every input refuses one."""
-    import signal
-
-    from im2rec.listing.lstfile import read_lst
-
-    def hung(_signum: int, _frame: object) -> None:
-        raise TimeoutError("a FIFO was opened and waited on")
-
-    signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)  # a regression fails here instead of hanging the suite
-    fifo = tmp_path / "f.rec"
-    os.mkfifo(fifo)
-    with pytest.raises(Im2RecError, match="f.rec: not a regular file"):
-        RecordReader(fifo)
-    os.mkfifo(tmp_path / "f.idx")
-    with pytest.raises(Im2RecError, match="f.idx: not a regular file"):
-        IndexedRecordReader(rec, tmp_path / "f.idx")
-    os.mkfifo(tmp_path / "f.lst")
-    with pytest.raises(Im2RecError, match="f.lst: not a regular file"):
-        read_lst(tmp_path / "f.lst")
-    signal.alarm(0)
 
 
 def test_an_idx_path_given_is_never_scanned_around(rec: Path, tmp_path: Path) -> None:
@@ -332,3 +314,25 @@ def test_a_reader_stops_reading_spans_that_keep_missing(
     assert len(spans) == 2  # two spans read for nothing
     assert [bytes(reader.read_position(i)) for i in range(3)] == [RECORDS[k] for k in (0, 2, 4)]
     assert len(spans) == 2  # and no more
+
+
+def test_fifos_are_refused_not_waited_on(rec: Path, tmp_path: Path) -> None:
+    """Opening a FIFO for reading waits for a writer: every input refuses one."""
+    import signal
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise TimeoutError("a FIFO was opened and waited on")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)  # a regression fails here instead of hanging the suite
+    fifo = tmp_path / "f.rec"
+    os.mkfifo(fifo)
+    with pytest.raises(Im2RecError, match="f.rec: not a regular file"):
+        RecordReader(fifo)
+    os.mkfifo(tmp_path / "f.idx")
+    with pytest.raises(Im2RecError, match="f.idx: not a regular file"):
+        IndexedRecordReader(rec, tmp_path / "f.idx")
+    os.mkfifo(tmp_path / "f.lst")
+    with pytest.raises(Im2RecError, match="f.lst: not a regular file"):
+        read_lst(tmp_path / "f.lst")
+    signal.alarm(0)

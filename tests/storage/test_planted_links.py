@@ -17,7 +17,6 @@ import builtins
 import io
 import json
 import os
-import shutil
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -241,53 +240,6 @@ def test_a_resumed_pack_refuses_a_partial_file_that_is_a_link(tmp_path: Path) ->
                         "--resume", "-q"])  # fmt: skip
     assert victim.read_bytes() == b"precious"
     assert code in (0, 1), output
-
-
-def test_create_output_replaces_what_is_in_the_way(tmp_path: Path) -> None:
-    from im2rec.errors import OutputError
-    from im2rec.storage.atomic import create_output
-
-    victim = tmp_path / "victim"
-    victim.write_bytes(b"precious")
-    link = tmp_path / "out"
-    link.symlink_to(victim)
-    fd = create_output(link)
-    os.write(fd, b"new")
-    os.close(fd)
-    assert victim.read_bytes() == b"precious" and not link.is_symlink()
-    assert link.read_bytes() == b"new"
-    # continuing a file: a link or a hard-linked file is refused, a plain one continued
-    link.unlink()
-    link.symlink_to(victim)
-    with pytest.raises(OutputError, match="symlink"):
-        create_output(link, append=True)
-    link.unlink()
-    os.link(victim, link)
-    with pytest.raises(OutputError, match="hard links"):
-        create_output(link, append=True)
-    link.unlink()
-    link.write_bytes(b"old")
-    fd = create_output(link, append=True)
-    os.write(fd, b"+")
-    os.close(fd)
-    assert link.read_bytes() == b"old+" and victim.read_bytes() == b"precious"
-    # a folder in the way is an error naming it
-    shutil.rmtree(tmp_path / "d", ignore_errors=True)
-    (tmp_path / "d").mkdir()
-    with pytest.raises(OutputError, match="folder or a symlink"):
-        create_output(tmp_path / "d")
-    # a dangling link and a plain file in the way are replaced; a file where
-    # a folder should be is an error naming it
-    dangling = tmp_path / "dangling"
-    dangling.symlink_to(tmp_path / "nowhere")
-    for path in (dangling, victim):
-        fd = create_output(path)
-        os.write(fd, b"fresh")
-        os.close(fd)
-        assert not path.is_symlink() and path.read_bytes() == b"fresh"
-    assert not (tmp_path / "nowhere").exists()
-    with pytest.raises(OutputError, match="folder or a symlink"):
-        create_output(victim / "below")
 
 
 def test_the_library_writers_replace_a_planted_link(tmp_path: Path) -> None:

@@ -85,18 +85,3 @@ def test_a_forked_child_reads_while_the_parent_streams(
     child.join(60)
     assert child.exitcode == 0
     assert queue.get(timeout=5) == sum(len(r) for r in RecordReader(rec))
-
-
-def test_small_local_files_are_bounded_before_they_are_read(tmp_path: Path) -> None:
-    from im2rec.errors import DatasetError, Im2RecError
-    from im2rec.storage import read_bytes
-
-    small = tmp_path / "small"
-    small.write_bytes(b"x" * 100)
-    assert read_bytes(small, limit=100) == b"x" * 100
-    with pytest.raises(DatasetError, match="small: 100 bytes, more than 99 expected"):
-        read_bytes(small, limit=99)
-    with pytest.raises(FileNotFoundError):
-        read_bytes(tmp_path / "none")
-    with pytest.raises(Im2RecError, match="is a folder"):
-        read_bytes(tmp_path)

@@ -1,4 +1,6 @@
-"""LocalExecutor: stopping the process workers (what Ctrl-C runs)."""
+"""Process pools whose worker died: a pool that cannot tell is ended, a broken
+pool never hangs its shutdown or the interpreter's exit, and a healthy pool
+left open does not hold the exit up."""
 
 from __future__ import annotations
 
@@ -38,19 +40,6 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.slow
-def test_close_while_a_worker_is_sending_a_result_returns() -> None:
-    """Killing a worker half-way through sending its result left the pool's
-    reader thread waiting for the rest forever: a Ctrl-C that never came back
-    (seen in CI as a ``rec pack --resize`` that ignored SIGINT)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    run = subprocess.run(
-        [sys.executable, "-c", _CLOSE_DURING_A_LARGE_RESULT],
-        capture_output=True, text=True, timeout=180, env=env,
-    )  # fmt: skip
-    assert run.returncode == 0 and run.stdout.split() == ["ok"], run.stdout + run.stderr
-
-
 # A worker that dies as the OOM killer can catch one: holding the result
 # pipe's lock, part of a result written. Its own interpreter again.
 _KILLED_WHILE_SENDING = """
@@ -78,25 +67,6 @@ if __name__ == "__main__":
     else:
         print("no error")
 """
-
-
-@pytest.mark.slow
-def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
-    """A worker SIGKILLed half-way through sending a result left the pool
-    waiting for the rest for ever: `rec pack` hung after its worker was
-    killed, about one run in five on a busy machine. The watchdog ends the
-    pool a couple of seconds after the death instead."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    try:
-        run = subprocess.run(
-            [sys.executable, "-c", _KILLED_WHILE_SENDING],
-            capture_output=True, text=True, timeout=60, env=env,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        pytest.fail("the pool hung after a worker died while sending its result")
-    words = run.stdout.split()
-    assert run.returncode == 0 and words[:1] == ["ok"], run.stdout + run.stderr
-    assert int(words[1]) <= 10, run.stdout  # about _GRACE seconds, not a timeout
 
 
 # Workers killed while the call queue's pipe is full of queued arguments:
@@ -129,24 +99,6 @@ if __name__ == "__main__":
             print(type(exc).__name__)
     print("exiting")  # "exit": the pool is left for the interpreter's exit
 """
-
-
-@pytest.mark.parametrize("then", ["exit", "result", "close"])
-@pytest.mark.slow
-def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
-    try:
-        run = subprocess.run(
-            [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
-            capture_output=True, text=True, timeout=60, env=env,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the interpreter hung after its workers were killed ({then})")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.split()[-1] == "exiting", run.stdout
-    assert "Traceback" not in run.stderr, run.stderr
-    if then == "result":
-        assert run.stdout.split()[0] == "BrokenProcessPool", run.stdout
 
 
 # The interpreter's exit beside a broken pool whose manager thread is still
@@ -196,6 +148,70 @@ if __name__ == "__main__":
 """
 
 
+_HEALTHY_POOL_LEFT_OPEN = """
+from im2rec.executors import LocalExecutor
+
+if __name__ == "__main__":
+    ex = LocalExecutor(2)
+    print(ex.submit(len, b"abc").result())  # and the pool is left to the exit
+"""
+
+
+def _die(_item: int) -> int:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
+@pytest.mark.slow
+def test_close_while_a_worker_is_sending_a_result_returns() -> None:
+    """Killing a worker half-way through sending its result left the pool's
+    reader thread waiting for the rest forever: a Ctrl-C that never came back
+    (seen in CI as a ``rec pack --resize`` that ignored SIGINT)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    run = subprocess.run(
+        [sys.executable, "-c", _CLOSE_DURING_A_LARGE_RESULT],
+        capture_output=True, text=True, timeout=180, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stdout.split() == ["ok"], run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
+    """A worker SIGKILLed half-way through sending a result left the pool
+    waiting for the rest for ever: `rec pack` hung after its worker was
+    killed, about one run in five on a busy machine. The watchdog ends the
+    pool a couple of seconds after the death instead."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _KILLED_WHILE_SENDING],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool hung after a worker died while sending its result")
+    words = run.stdout.split()
+    assert run.returncode == 0 and words[:1] == ["ok"], run.stdout + run.stderr
+    assert int(words[1]) <= 10, run.stdout  # about _GRACE seconds, not a timeout
+
+
+@pytest.mark.parametrize("then", ["exit", "result", "close"])
+@pytest.mark.slow
+def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the interpreter hung after its workers were killed ({then})")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.split()[-1] == "exiting", run.stdout
+    assert "Traceback" not in run.stderr, run.stderr
+    if then == "result":
+        assert run.stdout.split()[0] == "BrokenProcessPool", run.stdout
+
+
 @pytest.mark.parametrize("pool", ["keep", "drop"])
 @pytest.mark.slow
 def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) -> None:
@@ -207,15 +223,6 @@ def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) ->
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.split() == ["BrokenProcessPool", "manager", "done"], run.stdout + run.stderr
     assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
-
-
-_HEALTHY_POOL_LEFT_OPEN = """
-from im2rec.executors import LocalExecutor
-
-if __name__ == "__main__":
-    ex = LocalExecutor(2)
-    print(ex.submit(len, b"abc").result())  # and the pool is left to the exit
-"""
 
 
 @pytest.mark.slow
@@ -231,62 +238,6 @@ def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
     took = time.monotonic() - begun
     assert run.returncode == 0 and run.stdout.split()[0] == "3", run.stdout + run.stderr
     assert took < 4.0, f"the exit took {took:.1f} s (the ending pools' wait is 5 s)"
-
-
-def _slow(path: str) -> None:
-    with open(path, "a") as log:
-        log.write("x")
-    time.sleep(0.02)
-
-
-@pytest.mark.slow
-def test_close_stops_each_worker_after_the_item_in_hand(tmp_path: Path) -> None:
-    """After Ctrl-C the workers finish one image each, not their whole chunk."""
-    log = tmp_path / "started"
-    log.touch()
-    ex = LocalExecutor(2, chunk=50)
-    results = ex.map_ordered(_slow, [str(log)] * 400)
-    next(results)  # chunk 1 is done; chunk 2 ran beside it (a loaded CI machine saw it
-    # one item short of done), chunk 3 may have begun
-    ex.close()
-    started = len(log.read_text())
-    # Finishing the chunks in hand would start 200 items; stopping, about 100.
-    assert 50 <= started < 150, started
-    results.close()
-
-
-def test_check_stop_raises_only_in_a_worker_asked_to_stop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from im2rec import executors
-
-    executors.check_stop()  # not asked: nothing
-    monkeypatch.setattr(executors.worker, "_stop_asked", True)
-    with pytest.raises(executors.Stopped):
-        executors.check_stop()
-
-
-def test_a_batch_job_stops_between_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """ImageRecordIter's jobs fill a whole batch; after close() a worker
-    stops at the next image instead of finishing it."""
-    import io
-
-    from PIL import Image
-
-    from im2rec import executors
-    from im2rec.recordio import IndexedRecordWriter, pack
-    from im2rec.training.iterator import ImageRecordIter
-
-    with IndexedRecordWriter(tmp_path / "d.rec") as w:
-        for i in range(8):
-            out = io.BytesIO()
-            Image.new("RGB", (20, 20), (i * 30, 0, 0)).save(out, "JPEG")
-            w.write_key(i, pack((0, float(i), i, 0), out.getvalue()))
-    with ImageRecordIter(path_imgrec=str(tmp_path / "d.rec"), data_shape=(3, 16, 16),
-                         batch_size=8, preprocess_threads=1, verbose=False) as it:  # fmt: skip
-        monkeypatch.setattr(executors.worker, "_stop_asked", True)  # as a worker's SIGUSR1 sets it
-        with pytest.raises(executors.Stopped):
-            it.next()
 
 
 @pytest.mark.parametrize("io_bound", [False, True], ids=["processes", "threads"])
@@ -316,11 +267,6 @@ def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
     assert errors == []
 
 
-def _die(_item: int) -> int:
-    os.kill(os.getpid(), signal.SIGKILL)
-    return 0
-
-
 @pytest.mark.slow
 def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
     """A worker killed mid-run is WorkerCrashed, and closing the executor
@@ -335,50 +281,3 @@ def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
         assert pool._call_queue._reader.closed
     executor.close()
     assert pool._broken
-
-
-MALLINFO = r"""
-import ctypes, sys
-from im2rec.executors import LocalExecutor, tune_malloc
-
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = MallInfo2
-
-def mapped_after_churn():
-    # what a worker does per image: image-sized buffers made and dropped
-    for _ in range(50):
-        held = [bytearray(200_000) for _ in range(4)]
-        del held
-    held = bytearray(4 << 20)  # held while measured
-    return libc.mallinfo2().hblkhd
-
-if sys.argv[1] == "tuned":
-    tune_malloc()
-    print(mapped_after_churn())
-elif sys.argv[1] == "worker":
-    with LocalExecutor(2) as ex:
-        print(ex.submit(mapped_after_churn).result())
-else:
-    print(mapped_after_churn())
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-@pytest.mark.slow
-def test_tuned_malloc_keeps_image_buffers_on_the_heap() -> None:
-    def mapped(mode: str) -> int:
-        env = dict(os.environ)
-        env.pop("MALLOC_MMAP_THRESHOLD_", None)
-        env.pop("MALLOC_TRIM_THRESHOLD_", None)
-        done = subprocess.run([sys.executable, "-c", MALLINFO, mode], env=env, check=True,
-                              capture_output=True, text=True)  # fmt: skip
-        return int(done.stdout.split()[-1])
-
-    assert mapped("plain") >= 4 << 20  # glibc's default: a 4 MiB block is its own mmap
-    assert mapped("tuned") < 4 << 20  # from the heap
-    assert mapped("worker") < 4 << 20  # process workers are tuned when they start

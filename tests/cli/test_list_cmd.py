@@ -16,7 +16,7 @@ from ..conftest import touch
 
 
 @pytest.fixture
-def example(tmp_path: Path) -> Path:
+def tree(tmp_path: Path) -> Path:
     root = tmp_path / "example"
     touch(root, "cats/1.jpg", "cats/2.JPG", "dogs/3.png", "dogs/4.jpeg", "dogs/5.webp", "root.jpg")
     return root
@@ -28,12 +28,12 @@ def run(*args: str) -> tuple[int, str]:
 
 
 def test_default_output_is_named_after_root_in_cwd(
-    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    code, out = run("list", str(example), "--recursive")
+    code, out = run("list", str(tree), "--recursive")
     assert code == 0, out
     assert sorted(p.name for p in work.iterdir()) == [
         "example.classes.tsv",
@@ -43,13 +43,13 @@ def test_default_output_is_named_after_root_in_cwd(
     assert "Listed 5 images in 3 classes" in out and "example.lst" in out
     assert "Classes: 0 . (1), 1 cats (2), 2 dogs (2)" in out
     manifest = json.loads((work / "example.lists.json").read_text())
-    assert manifest["root"] == str(example) and manifest["options"]["recursive"] is True
+    assert manifest["root"] == str(tree) and manifest["options"]["recursive"] is True
 
 
-def test_output_prefix_and_exts(example: Path, tmp_path: Path) -> None:
+def test_output_prefix_and_exts(tree: Path, tmp_path: Path) -> None:
     code, out = run(
         "list",
-        str(example),
+        str(tree),
         "--recursive",
         "-o",
         str(tmp_path / "out" / "x"),
@@ -62,10 +62,10 @@ def test_output_prefix_and_exts(example: Path, tmp_path: Path) -> None:
     assert lines == ["0\t0.000000\tdogs/3.png", "1\t0.000000\tdogs/5.webp"]
 
 
-def test_json_summary(example: Path, tmp_path: Path) -> None:
+def test_json_summary(tree: Path, tmp_path: Path) -> None:
     code, out = run(
         "list",
-        str(example),
+        str(tree),
         "--recursive",
         "-o",
         str(tmp_path / "e"),
@@ -83,18 +83,16 @@ def test_json_summary(example: Path, tmp_path: Path) -> None:
     assert data["skipped"] == {}
 
 
-def test_skipped_files_are_reported(example: Path, tmp_path: Path) -> None:
-    touch(example, "cats/bad\tname.jpg")
-    result = CliRunner().invoke(
-        main, ["list", str(example), "--recursive", "-o", str(tmp_path / "e")]
-    )
+def test_skipped_files_are_reported(tree: Path, tmp_path: Path) -> None:
+    touch(tree, "cats/bad\tname.jpg")
+    result = CliRunner().invoke(main, ["list", str(tree), "--recursive", "-o", str(tmp_path / "e")])
     assert result.exit_code == 0
     assert (
         "Skipped 1 file(s): name cannot be stored in a .lst line: cats/bad\\tname.jpg"
         in result.output
     )
     assert f"All skipped files are listed in {tmp_path / 'e.skipped.tsv'}" in result.output
-    code, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "s"), "--strict")
+    code, out = run("list", str(tree), "--recursive", "-o", str(tmp_path / "s"), "--strict")
     assert code == 1
     assert out.endswith("1 name cannot be stored in a .lst line; nothing written (--strict)\n")
     assert not (tmp_path / "s.lst").exists()
@@ -113,10 +111,8 @@ def test_skipped_files_are_reported(example: Path, tmp_path: Path) -> None:
         (["--min-per-class", "50"], 1, "no images left to list (5 class below --min-per-class)"),
     ],
 )
-def test_bad_options(
-    example: Path, tmp_path: Path, args: list[str], code: int, message: str
-) -> None:
-    got, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "e"), *args)
+def test_bad_options(tree: Path, tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    got, out = run("list", str(tree), "--recursive", "-o", str(tmp_path / "e"), *args)
     assert got == code and message in out
     assert list(tmp_path.glob("e.*")) + list(tmp_path.glob("e_*")) == []
 
@@ -139,20 +135,20 @@ def test_no_images_exit_1(tmp_path: Path) -> None:
     )
 
 
-def test_symlink_loop_exit_1(example: Path, tmp_path: Path) -> None:
-    (example / "cats" / "up").symlink_to(example, target_is_directory=True)
-    code, out = run("list", str(example), "--recursive", "-o", str(tmp_path / "e"))
+def test_symlink_loop_exit_1(tree: Path, tmp_path: Path) -> None:
+    (tree / "cats" / "up").symlink_to(tree, target_is_directory=True)
+    code, out = run("list", str(tree), "--recursive", "-o", str(tmp_path / "e"))
     assert code == 1 and "symlink loop" in out and "--no-follow-links" in out
     code, _ = run(
-        "list", str(example), "--recursive", "-o", str(tmp_path / "e"), "--no-follow-links", "-q"
+        "list", str(tree), "--recursive", "-o", str(tmp_path / "e"), "--no-follow-links", "-q"
     )
     assert code == 0
 
 
 @pytest.mark.slow
-def test_real_subprocess(example: Path, tmp_path: Path) -> None:
+def test_real_subprocess(tree: Path, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "im2rec", "list", str(example), "--recursive", "--chunks", "2", "-q"],
+        [sys.executable, "-m", "im2rec", "list", str(tree), "--recursive", "--chunks", "2", "-q"],
         cwd=tmp_path, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -178,41 +174,23 @@ def test_every_command_is_in_the_readme() -> None:
         assert f"rec {name}" in readme, name
 
 
-def test_progress_shows_on_a_terminal(
-    example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import io
+def test_the_split_the_docs_describe_is_the_one_rec_list_makes(listed: Path) -> None:
+    """getting-started said a plain --train-ratio 0.8 gave "80/20, split in
+    each class"; it splits the shuffled list (im2rec.py's rule), so a class's
+    share varies. The docs now say so and point to --stratify, which does
+    split each class: checked here, and the sentence with it."""
+    from im2rec.listing.lstfile import iter_lst
 
-    from rich.console import Console
+    code, out = run("list", "./example", "--recursive", "--train-ratio", "0.5", "--stratify", "-q",
+                    "-o", "strat")  # fmt: skip
+    assert code == 0, out
 
-    from im2rec.cli import common
+    def per_class(name: str) -> dict[float, int]:
+        counts: dict[float, int] = {}
+        for item in iter_lst(listed / name):
+            counts[item.labels[0]] = counts.get(item.labels[0], 0) + 1
+        return counts
 
-    screen = io.StringIO()
-    monkeypatch.setenv("FORCE_COLOR", "1")  # stderr is not a terminal under pytest
-    monkeypatch.setattr(
-        common, "err_console", lambda: Console(file=screen, force_terminal=True, width=100)
-    )
-    with common.progress_counter(
-        lambda folders, images: f"Scanning: {images} images in {folders} folders"
-    ) as tick:
-        tick(3, 42)
-    assert "Scanning: " in screen.getvalue()
-    quiet = io.StringIO()
-    monkeypatch.setattr(common, "err_console", lambda: Console(file=quiet, force_terminal=True))
-    with common.progress_counter(lambda a, b: "x", quiet=True) as tick:
-        tick(1, 1)
-    assert quiet.getvalue() == ""
-
-
-def test_terminal_precheck_follows_rich(monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-
-    from im2rec.cli.common import err_console, maybe_terminal
-
-    for var in ("FORCE_COLOR", "TTY_COMPATIBLE"):
-        monkeypatch.delenv(var, raising=False)
-    assert not maybe_terminal(io.StringIO()) and not maybe_terminal(object())
-    # whenever rich would draw on stderr, the cheap check must not say no
-    assert maybe_terminal(sys.stderr) or not err_console().is_terminal
-    monkeypatch.setenv("FORCE_COLOR", "1")
-    assert maybe_terminal(io.StringIO()) and err_console().is_terminal
+    assert per_class("strat_train.lst") == per_class("strat_val.lst") == {0.0: 3, 1.0: 3, 2.0: 3}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    assert "split in\neach class" not in docs and "`--stratify` splits each class" in docs

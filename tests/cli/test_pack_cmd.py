@@ -18,25 +18,12 @@ from click.testing import CliRunner
 from im2rec.cli import main
 from im2rec.listing.finding import find_lists
 from im2rec.listing.lstfile import read_lst
+from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
 
-from ..conftest import children_of, photo, photo_folder, wait_gone, write_lst
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
-
-
-@pytest.fixture
-def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for c in range(3):
-        folder = tmp_path / "example" / f"class{c}"
-        folder.mkdir(parents=True)
-        for i in range(6):
-            photo(50 + 7 * i, 40 + 5 * c, 10 * c + i).save(folder / f"{i}.jpg", quality=85)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+from ..conftest import children_of, photo_folder, wait_gone, write_lst
+from ..packing.test_packing import interrupt_after
+from .conftest import run
 
 
 def test_list_then_pack_in_the_same_folder(example: Path) -> None:
@@ -326,3 +313,100 @@ def test_an_interrupted_run_is_not_thrown_away_without_overwrite(example: Path) 
             "and packing started over (--overwrite)"
         ) in result.output
         assert not partial.exists()
+
+
+def test_pack_with_a_trailing_slash_finds_the_list_beside_the_folder(listed: Path) -> None:
+    code, out = run("pack", "example/", "--pass-through", "-q")
+    assert code == 0, out
+    assert (listed / "example.rec").stat().st_size > 0
+
+
+def test_pack_given_a_rec_says_what_to_pack(listed: Path) -> None:
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    code, out = run("pack", "example.rec")
+    assert code == 2
+    assert "example.rec is a record file (what rec pack makes), not a list; to pack its list: " \
+           "`rec pack example.lst`" in out  # fmt: skip
+    (listed / "example.lst").unlink()
+    code, out = run("pack", "example.rec")
+    assert code == 2 and "to look inside it: `rec info example.rec`" in out, out
+
+
+@pytest.mark.slow
+def test_pack_refuses_to_replace_a_rec_packed_with_other_options(listed: Path) -> None:
+    assert run("pack", "--resize", "32", "-q")[0] == 0
+    before = (listed / "example.rec").read_bytes()
+    code, out = run("pack", "-q")  # every .lst, with the default options
+    assert code == 1, out
+    assert "example.rec: already packed with --resize 32 (now 0); pass --overwrite" in out
+    assert (listed / "example.rec").read_bytes() == before
+    code, out = run("pack", "-q", "--overwrite")
+    assert code == 0, out
+    assert (listed / "example.rec").read_bytes() != before
+
+
+@pytest.mark.slow
+def test_pack_names_flags_and_list_changes(listed: Path) -> None:
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    code, out = run("pack", "--quality", "80", "-q")
+    assert code == 1
+    assert "already packed with --pass-through (now without), with --quality 95 (now 80)" in out
+    lst = listed / "example.lst"
+    lst.write_text("".join(lst.read_text().splitlines(keepends=True)[:-1]))
+    code, out = run("pack", "--pass-through", "-q")
+    assert code == 1
+    assert "already packed from another version of example.lst (it changed since)" in out
+
+
+def test_pack_refuses_a_rec_it_did_not_make(listed: Path) -> None:
+    (listed / "example.rec").write_bytes(b"made by someone else")
+    code, out = run("pack", "example.lst", "--pass-through", "-q")
+    assert code == 1
+    assert "example.rec: already exists, and not from rec pack (no example.pack.json" in out
+    assert (listed / "example.rec").read_bytes() == b"made by someone else"
+
+
+def test_the_identical_command_may_run_again(listed: Path) -> None:
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    before = (listed / "example.rec").read_bytes()
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    assert (listed / "example.rec").read_bytes() == before
+    code, out = run("pack", "--pass-through", "--resume")
+    assert code == 0 and "nothing to do" in out
+
+
+@pytest.mark.slow
+def test_sharded_pack_refuses_to_replace_other_shards(listed: Path) -> None:
+    assert run("pack", "--shards", "2", "--resize", "32", "-q")[0] == 0
+    code, out = run("pack", "--shards", "2", "-q")
+    assert code == 1
+    assert "example-00000-of-00002.rec: already packed with --resize 32 (now 0)" in out
+    assert "pass --overwrite to replace the shards" in out
+    assert run("pack", "--shards", "2", "-q", "--overwrite")[0] == 0
+
+
+def test_resumed_summary_counts_this_run(listed: Path) -> None:
+    with pytest.raises(PackInterrupted, match="interrupted after 5 of 18 entries"):
+        pack_list(
+            listed / "example.lst", PackOptions(pass_through=True), on_progress=interrupt_after(5)
+        )
+    code, out = run("pack", "--pass-through", "--resume")
+    assert code == 0, out
+    assert "18 records" in out
+    assert "resumed after 5 of 18 entries, the other 13 in " in out
+
+
+@pytest.mark.slow
+def test_resuming_a_run_that_was_allowed_to_overwrite(listed: Path) -> None:
+    assert run("pack", "--resize", "32", "-q")[0] == 0
+
+    with pytest.raises(PackInterrupted):
+        pack_list(
+            listed / "example.lst", PackOptions(pass_through=True), on_progress=interrupt_after(5)
+        )
+    code, out = run("pack", "--pass-through", "--resume", "-q")
+    assert code == 0, out  # --overwrite is not needed a second time
+    code, out = run("info", "example.rec", "--json")
+    assert json.loads(out)["records"] == 18
+    manifest = json.loads((listed / "example.pack.json").read_text())
+    assert manifest["options"]["pass_through"] and manifest["resumed_from"] == 5

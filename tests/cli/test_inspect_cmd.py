@@ -1,0 +1,79 @@
+"""rec info, rec verify and rec index through the real CLI: readable tables,
+MXNet's label width, progress counted in sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from im2rec.cli.common import size_text
+
+from ..conftest import photo_folder, write_lst
+from .conftest import run
+
+
+def test_info_is_a_readable_table_with_mxnet_label_width(listed: Path) -> None:
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    code, out = run("info", "example.rec")
+    assert code == 0, out
+    lines = dict(line.strip().split("  ", 1) for line in out.splitlines())
+    lines = {key: value.strip() for key, value in lines.items()}
+    assert lines["records"] == "18"
+    assert lines["label_width"] == "1 (every record)"
+    assert lines["labels"] == "0 class0: 6, 1 class1: 6, 2 class2: 6"
+    assert lines["class map"] == "example.classes.tsv"
+    assert lines["images"] == "JPEG 18 (18 sampled)"
+    assert lines["index"] == "example.idx, agrees with the records"
+    assert "{" not in out and "[" not in out  # no Python reprs
+    code, out = run("info", "example.rec", "--json")
+    info = json.loads(out)
+    assert info["label_width"] == {"1": 18} and info["flags"] == {"0": 18}  # the raw field
+    assert info["class_map"] == "example.classes.tsv"
+
+
+def test_info_counts_labels_of_multi_label_records(tmp_path: Path) -> None:
+    names = photo_folder(tmp_path / "m", 4, lambda i: (20, 20))
+    lst = write_lst(tmp_path / "m.lst", names, [[1.0, 2.0, 3.0]] * 4)
+    assert run("pack", str(lst), "--pack-label", "--pass-through", "-q")[0] == 0
+    code, out = run("info", str(lst.with_suffix(".rec")))
+    assert "label_width  3 (every record)" in out
+    info = json.loads(run("info", str(lst.with_suffix(".rec")), "--json")[1])
+    assert info["label_width"] == {"3": 4} and info["flags"] == {"3": 4}
+    assert info["class_map"] is None
+
+
+@pytest.mark.slow
+def test_rec_verify_shows_its_progress_as_sizes(tmp_path: Path) -> None:
+    """Through a real `rec verify` on a terminal (TTY_COMPATIBLE)."""
+    from im2rec.recordio import IndexedRecordWriter, pack
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for key in range(200):
+            w.write_key(key, pack((0, 1.0, key, 0), bytes(5000)))
+    env = {**os.environ, "TTY_COMPATIBLE": "1", "FORCE_COLOR": "1", "COLUMNS": "160"}
+    done = subprocess.run([sys.executable, "-m", "im2rec", "verify", str(tmp_path / "d.rec")],
+                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1.0 MB/1.0 MB" in done.stderr and "img/s" not in done.stderr, done.stderr
+
+
+def test_info_and_verify_of_a_small_rec_read_right(listed: Path) -> None:
+    (listed / "example").rename(listed / "one")
+    (listed / "one" / "class0" / "0.jpg").rename(listed / "keep.jpg")
+    for folder in (listed / "one").iterdir():
+        for f in folder.iterdir():
+            f.unlink()
+    (listed / "keep.jpg").rename(listed / "one" / "class0" / "0.jpg")
+    assert run("list", "./one", "--recursive", "-q")[0] == 0
+    assert run("pack", "one.lst", "--pass-through", "-q")[0] == 0
+    code, out = run("info", "one.rec")
+    assert code == 0 and "records  1\n" in out, out
+    size = (listed / "one.rec").stat().st_size
+    assert f"one.rec: {size_text(size)}" in out and "0.0 MB" not in out
+    code, out = run("verify", "one.rec")
+    assert code == 0 and f"one.rec: 1 record, {size_text(size)}: OK" in out, out
