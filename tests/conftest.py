@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from .faces_data import faces  # noqa: F401  (a fixture of the face-layout tests)
+
 GOLDEN = Path(__file__).parent / "golden"
 
 
@@ -224,6 +226,7 @@ _LEAVE_THREADS = (
     "tests/storage/test_storage.py",
     "tests/packing/test_remote_pack.py",
     "tests/packing/test_sharding.py",
+    "tests/packing/test_cluster.py",
     "tests/training/test_blockorder.py",
     "tests/storage/test_blockcache.py",
 )

@@ -22,7 +22,7 @@ from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
 
 from ..conftest import children_of, photo_folder, wait_gone, write_lst
-from ..packing.test_packing import interrupt_after
+from ..packing.test_run import interrupt_after
 from .conftest import run
 
 
@@ -37,20 +37,6 @@ def test_list_then_pack_in_the_same_folder(example: Path) -> None:
     entry = next(e for e in read_lst(example / "example.lst") if e.key == 0)
     assert payload == (example / "example" / entry.path).read_bytes()
     assert header.label == entry.labels[0]
-
-
-@pytest.mark.slow
-def test_targets(example: Path) -> None:
-    run("list", "./example", "--recursive", "--train-ratio", "0.5", "-q")
-    write_lst(example / "other.lst", ["class0/0.jpg"])
-    assert [p.name for p in find_lists([])] == ["example_train.lst", "example_val.lst", "other.lst"]
-    assert [p.name for p in find_lists(["example"])] == ["example_train.lst", "example_val.lst"]
-    assert [p.name for p in find_lists(["other.lst"])] == ["other.lst"]
-    code, out = run("pack", "example", "--num-thread", "2", "--resize", "32", "--json")
-    assert code == 0
-    data = json.loads(out)
-    assert [Path(r["rec"]).name for r in data] == ["example_train.rec", "example_val.rec"]
-    assert sum(r["records"] for r in data) == 18
 
 
 @pytest.mark.slow
@@ -410,3 +396,17 @@ def test_resuming_a_run_that_was_allowed_to_overwrite(listed: Path) -> None:
     assert json.loads(out)["records"] == 18
     manifest = json.loads((listed / "example.pack.json").read_text())
     assert manifest["options"]["pass_through"] and manifest["resumed_from"] == 5
+
+
+@pytest.mark.slow
+def test_targets(example: Path) -> None:
+    run("list", "./example", "--recursive", "--train-ratio", "0.5", "-q")
+    write_lst(example / "other.lst", ["class0/0.jpg"])
+    assert [p.name for p in find_lists([])] == ["example_train.lst", "example_val.lst", "other.lst"]
+    assert [p.name for p in find_lists(["example"])] == ["example_train.lst", "example_val.lst"]
+    assert [p.name for p in find_lists(["other.lst"])] == ["other.lst"]
+    code, out = run("pack", "example", "--num-thread", "2", "--resize", "32", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [Path(r["rec"]).name for r in data] == ["example_train.rec", "example_val.rec"]
+    assert sum(r["records"] for r in data) == 18

@@ -14,7 +14,7 @@ from im2rec.listing.lstfile import read_lst
 from im2rec.packing import PackOptions, pack_list
 
 from ..conftest import MXNet
-from .test_faces import check_layout, make_faces
+from ..faces_data import check_layout, make_faces
 
 pytestmark = pytest.mark.compat
 

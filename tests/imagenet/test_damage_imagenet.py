@@ -14,29 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from im2rec.errors import DatasetError
-from im2rec.imagenet.matfile import read_mat
 from im2rec.imagenet.valmap import DEVKIT_META, DEVKIT_TRUTH, load_devkit, load_val_map
-
-from ..imagenet_fixture import FakeImagenet
 
 pytest.importorskip("scipy")  # writes the fake devkit's meta.mat
 
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-
-@pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """The pklz and the devkit, and the devkit's two members unpacked."""
-    folder = tmp_path_factory.mktemp("sides")
-    fake = FakeImagenet(folder)
-    pklz = fake.write_pklz(folder / "imagenet_val_maps.pklz").read_bytes()
-    devkit = fake.write_devkit(folder / "ILSVRC2012_devkit_t12.tar.gz")
-    with tarfile.open(devkit) as tar:
-        meta = tar.extractfile(DEVKIT_META).read()  # type: ignore[union-attr]
-        truth = tar.extractfile(DEVKIT_TRUTH).read()  # type: ignore[union-attr]
-    return {"pklz": pklz, "devkit": devkit.read_bytes(), "meta": meta, "truth": truth}
 
 
 @st.composite
@@ -94,12 +78,3 @@ def test_damaged_devkit(
     else:
         devkit_with(sides["meta"], data.draw(damaged(sides["truth"])), path)
     only_dataset_errors(load_devkit, path)
-
-
-@SETTINGS
-@given(data=st.data())
-def test_damaged_mat_file(sides: dict[str, bytes], data: st.DataObject) -> None:
-    try:
-        read_mat(data.draw(damaged(sides["meta"])), "meta.mat")
-    except DatasetError:
-        pass

@@ -38,9 +38,7 @@ def test_url_join_keeps_one_slash() -> None:
     assert url_join("s3://b/p/", "a.rec") == url_join("s3://b/p", "a.rec") == "s3://b/p/a.rec"
 
 
-def test_published_objects_appear_whole_and_leave_no_temporary_key(
-    s3: Any, tmp_path: Path
-) -> None:
+def test_published_objects_appear_whole_and_leave_no_temporary_key(s3: Any, tmp_path: Path) -> None:
     (tmp_path / "a.rec").write_bytes(b"r" * 70_000)
     (tmp_path / "a.json").write_text("{}")
     prefix = f"s3://{BUCKET}/published"

@@ -29,7 +29,7 @@ from im2rec.training.augment import seeding as augment_module
 from im2rec.training.dataset import RecordDataset
 
 from ..conftest import photo
-from ..imaging.test_decoding import encode
+from ..imaging.test_regions import encode
 from .test_crop_native import RRC, without_quantisation_tables
 
 jpeg_ext: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without the extension")

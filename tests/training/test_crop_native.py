@@ -21,7 +21,7 @@ from im2rec.errors import ImageCodecError, ImageTooLargeError
 from im2rec.training.augment import INTERPOLATION, Augmenter, fused
 
 from ..conftest import photo
-from ..imaging.test_decoding import KINDS, encode
+from ..imaging.test_regions import KINDS, encode
 
 pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
 jpeg_ext: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without the extension")

@@ -19,7 +19,7 @@ import pytest
 from im2rec import recordio
 from im2rec.packing import PackOptions, pack_list
 
-from ..formats.test_faces import make_faces
+from ..faces_data import make_faces
 
 
 class FaceDataset:
@@ -47,6 +47,19 @@ class FaceDataset:
         return len(self.imgidx)
 
 
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("faces")
+    files = make_faces(root / "faces", [3, 2, 4])
+    (root / "f.lst").write_text(
+        "".join(f"{i}\t{int(p[2])}\t{p}\n" for i, p in enumerate(sorted(files)))
+    )
+    pack_list(
+        root / "f.lst", PackOptions(pass_through=True, layout="insightface"), root=root / "faces"
+    )
+    return root / "f.rec"
+
+
 class GluonRecordDataset:
     """Gluon's RecordFileDataset + ImageRecordDataset."""
 
@@ -61,19 +74,6 @@ class GluonRecordDataset:
 
     def __len__(self) -> int:
         return len(self._record.keys)
-
-
-@pytest.fixture(scope="module")
-def faces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("faces")
-    files = make_faces(root / "faces", [3, 2, 4])
-    (root / "f.lst").write_text(
-        "".join(f"{i}\t{int(p[2])}\t{p}\n" for i, p in enumerate(sorted(files)))
-    )
-    pack_list(
-        root / "f.lst", PackOptions(pass_through=True, layout="insightface"), root=root / "faces"
-    )
-    return root / "f.rec"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from im2rec import native
 from im2rec.training.augment import Augmenter, fused
 
 from ..conftest import photo
-from ..imaging.test_decoding import KINDS
+from ..imaging.test_regions import KINDS
 
 tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
 #: beside Pillow-SIMD the one-pass path's resampling gives its very bytes

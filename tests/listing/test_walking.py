@@ -4,58 +4,16 @@ from __future__ import annotations
 
 import os
 import random
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from im2rec.errors import ConfigError, DatasetError, MissingFileError
-from im2rec.listing import Entry, ListOptions, make_lists, plan_lists, scan_folder
-from im2rec.listing.lstfile import format_lst_line
+from im2rec.listing import ListOptions, make_lists, plan_lists, scan_folder
 from im2rec.listing.walking import SMALL_CLASS, UNSAFE_NAME
 
 from ..conftest import touch
-
-R = ListOptions(recursive=True)
-
-
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "example"
-    touch(
-        root,
-        "top.jpg", "notes.txt", ".jpg",  # root images; a text file; splitext(".jpg") has no suffix
-        "b_dir/img1.jpg", "b_dir/IMG2.JPEG", "b_dir/img3.Png", "b_dir/img4.gif",
-        "a_dir/z.jpg", "a_dir/sub/y.jpg", "a_dir/sub/deeper/x.png",
-        "c_empty/readme.md",
-    )  # fmt: skip
-    (root / "d_nothing").mkdir()
-    return root
-
-
-def paths(entries: list[Entry]) -> list[tuple[int, int, str]]:
-    return [(e.key, e.label, e.path) for e in entries]
-
-
-def test_recursive_walk_order_and_labels(tree: Path) -> None:
-    scan = scan_folder(tree, R)
-    sep = os.sep
-    assert paths(scan.entries) == [
-        (0, 0, "top.jpg"),
-        (1, 1, "a_dir/z.jpg".replace("/", sep)),
-        (2, 2, f"a_dir{sep}sub{sep}y.jpg"),
-        (3, 3, f"a_dir{sep}sub{sep}deeper{sep}x.png"),
-        (4, 4, f"b_dir{sep}IMG2.JPEG"),  # code-point order: upper case first
-        (5, 4, f"b_dir{sep}img1.jpg"),
-        (6, 4, f"b_dir{sep}img3.Png"),
-    ]
-    assert scan.classes == [".", "a_dir", f"a_dir{sep}sub", f"a_dir{sep}sub{sep}deeper", "b_dir"]
-    assert scan.skipped == {}
-
-
-def test_non_recursive_lists_only_the_root(tree: Path) -> None:
-    scan = scan_folder(tree, ListOptions())
-    assert paths(scan.entries) == [(0, 0, "top.jpg")] and scan.classes == ["."]
+from .test_entries import R, entries
 
 
 def test_extensions_are_case_insensitive_and_normalised(tree: Path) -> None:
@@ -124,20 +82,6 @@ def test_unreadable_folder_for_real(tree: Path) -> None:
         (tree / "b_dir").chmod(0o755)
 
 
-def test_names_a_lst_line_cannot_carry_are_skipped(tmp_path: Path) -> None:
-    root = tmp_path / "r"
-    touch(
-        root, "ok.jpg", "tab\there.jpg", "new\nline.jpg", "trailing .jpg ", " lead.jpg", "cr\r.jpg"
-    )
-    (root / "a\tdir").mkdir()
-    touch(root, "a\tdir/inside.jpg")
-    with open(os.path.join(os.fsencode(root), b"\xff\xfe.jpg"), "wb") as f:
-        f.write(b"x")
-    scan = scan_folder(root, R)
-    assert paths(scan.entries) == [(0, 0, "ok.jpg")]
-    assert len(scan.skipped[UNSAFE_NAME]) == 6
-
-
 def test_no_images(tree: Path, tmp_path: Path) -> None:
     with pytest.raises(
         DatasetError, match=r"c_empty: no images found \(extensions .jpeg .jpg .png\)$"
@@ -166,10 +110,6 @@ def test_min_per_class_drops_and_renumbers(tree: Path) -> None:
         scan_folder(tree, ListOptions(recursive=True, min_per_class=9))
 
 
-def entries(n: int, classes: int = 1) -> list[Entry]:
-    return [Entry(i, i % classes, f"{i}.jpg") for i in range(n)]
-
-
 def test_shuffle_matches_im2rec_seed_100() -> None:
     planned = plan_lists(entries(8), ListOptions())
     assert [e.key for e in planned[0][1]] == [0, 4, 7, 5, 1, 6, 3, 2]
@@ -194,24 +134,6 @@ def test_chunks_and_splits_like_im2rec() -> None:
         "_test",
         "_train",
     ]
-
-
-def test_every_entry_lands_in_exactly_one_list() -> None:
-    planned = plan_lists(entries(97), ListOptions(chunks=4, train_ratio=0.7, test_ratio=0.1))
-    assert sorted(e.key for _, es in planned for e in es) == list(range(97))
-
-
-def test_stratified_split_keeps_class_proportions() -> None:
-    items = entries(60, 1) + [Entry(60 + i, 1, f"b{i}.jpg") for i in range(20)]
-    planned = dict(plan_lists(items, ListOptions(train_ratio=0.5, test_ratio=0.25, stratify=True)))
-    per = {name: Counter(e.label for e in es) for name, es in planned.items()}
-    assert per == {"_test": {0: 15, 1: 5}, "_val": {0: 15, 1: 5}, "_train": {0: 30, 1: 10}}
-    # a plain split of the same shuffled list does not guarantee that
-    assert sorted(e.key for es in planned.values() for e in es) == list(range(80))
-
-
-def test_lst_line_format() -> None:
-    assert format_lst_line(Entry(4, 3, "b_dir/img1.jpg")) == "4\t3.000000\tb_dir/img1.jpg\n"
 
 
 @pytest.mark.parametrize(
@@ -249,41 +171,9 @@ def test_make_lists_writes_everything(tree: Path, tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def test_failed_run_leaves_previous_outputs(tree: Path, tmp_path: Path) -> None:
-    out = tmp_path / "ex"
-    make_lists(tree, out, R)
-    before = (tmp_path / "ex.lst").read_bytes()
-    (tree / "bad\tname.jpg").write_bytes(b"x")
-    with pytest.raises(
-        DatasetError, match=r"1 name cannot be stored in a .lst line; nothing written \(--strict\)"
-    ):
-        make_lists(tree, out, R, strict=True)
-
-    def interrupt(_folders: int, _images: int) -> None:
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        make_lists(tree, out, ListOptions(recursive=True, shuffle=False), on_progress=interrupt)
-    assert (tmp_path / "ex.lst").read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ex.classes.tsv",
-        "ex.lists.json",
-        "ex.lst",
-        "example",
-    ]
-
-
 def test_skipped_files_are_reported_in_a_file(tree: Path, tmp_path: Path) -> None:
     (tree / "bad\tname.jpg").write_bytes(b"x")
     result = make_lists(tree, tmp_path / "ex", R)
     assert result.skipped_report is not None
     assert Path(result.skipped_report).read_text() == f"{UNSAFE_NAME}\tbad\\tname.jpg\n"
     assert result.to_dict()["skipped"] == {UNSAFE_NAME: 1}
-
-
-def test_stale_lists_of_the_previous_run_are_removed(tree: Path, tmp_path: Path) -> None:
-    make_lists(tree, tmp_path / "ex", ListOptions(recursive=True, chunks=2))
-    assert (tmp_path / "ex_1.lst").exists()
-    (tmp_path / "unrelated.lst").write_text("keep me")
-    make_lists(tree, tmp_path / "ex", R)
-    assert sorted(p.name for p in tmp_path.glob("*.lst")) == ["ex.lst", "unrelated.lst"]

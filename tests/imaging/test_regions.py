@@ -16,19 +16,13 @@ from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
 from im2rec.errors import ImageCodecError, ImageTooLargeError
-from im2rec.imaging import jpeg
 from im2rec.imaging.regions import decode_region
 
 from ..conftest import photo
+from .test_jpeg import _with_and_without, encode
 
 native: Any = pytest.importorskip("im2rec.imaging._jpeg", reason="built without the extension")
 ImageFile.MAXBLOCK = 1 << 24  # progressive saves of large images in one buffer
-
-
-def encode(im: Image.Image, **params: Any) -> bytes:
-    out = io.BytesIO()
-    im.save(out, "JPEG", quality=90, **params)
-    return out.getvalue()
 
 
 def kinds() -> Iterator[tuple[str, bytes]]:
@@ -90,14 +84,6 @@ def test_a_region_is_exactly_a_full_decode_cut(kind: str, scale: int) -> None:
     assert compared or (kind, scale) in {("tiny", 4), ("tiny", 8)}
 
 
-def _with_and_without(monkeypatch: pytest.MonkeyPatch, data: bytes, *args: Any) -> tuple[Any, Any]:
-    monkeypatch.setenv("IM2REC_NATIVE_JPEG", "0")
-    slow = np.asarray(decode_region(data, *args)).astype(int)
-    monkeypatch.setenv("IM2REC_NATIVE_JPEG", "1")
-    fast = np.asarray(decode_region(data, *args)).astype(int)
-    return fast, slow
-
-
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_decode_region_matches_the_pillow_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Crops, resizes at every DCT scale and with every filter: the region
@@ -155,35 +141,6 @@ def test_scaled_decoding_keeps_the_quality_of_a_full_decode() -> None:
             assert psnr(got, want) > 40, (box, method)
             scaled += min(w, h) >= 448
     assert scaled >= 5  # (the DCT scale was reduced in some of them)
-
-
-def test_the_pillow_path_runs_where_regions_do_not_apply(monkeypatch: pytest.MonkeyPatch) -> None:
-    rgb = photo(64, 48, seed=7)
-    exif = Image.Exif()
-    exif[0x0112] = 6  # rotated: the region would have to be turned first
-    cmyk = encode(rgb.convert("CMYK"))
-    cases = {
-        "rotated": encode(rgb, exif=exif.tobytes()),
-        "cmyk": cmyk,
-        "trailing bytes": encode(rgb) + b"junk",
-    }
-    called = []
-
-    def plan(w: int, h: int) -> Any:
-        called.append((w, h))
-        return (0, 0, w, h), (w // 2, h // 2)
-
-    for name, data in cases.items():
-        called.clear()
-        assert jpeg.region(data, 1, plan, Image.Resampling.BILINEAR) is None, name
-        assert not called  # (the plan is left for the Pillow path)
-        fast, slow = _with_and_without(monkeypatch, data, 1, plan, Image.Resampling.BILINEAR)
-        np.testing.assert_array_equal(fast, slow)
-    assert jpeg.region(encode(rgb), -1, plan, Image.Resampling.BILINEAR) is None
-    monkeypatch.setenv("IM2REC_NATIVE_JPEG", "0")
-    assert (
-        not jpeg.enabled() and jpeg.region(encode(rgb), 1, plan, Image.Resampling.BILINEAR) is None
-    )
 
 
 def test_the_rotated_image_is_turned_as_before(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,70 +12,17 @@ from click.testing import CliRunner
 
 from im2rec.cli import main
 from im2rec.errors import RecordFormatError
-from im2rec.inspect.scanning import Damage, rebuild_index, walk_records
-from im2rec.inspect.summary import summarise
+from im2rec.inspect.scanning import rebuild_index
 from im2rec.inspect.verifying import verify
-from im2rec.packing import PackOptions, pack_list
-from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
+from im2rec.recordio import IndexedRecordWriter, pack
 from im2rec.recordio.framing import MAGIC_BYTES
 
-from ..conftest import photo_folder, write_lst
-
-
-@pytest.fixture
-def packed(tmp_path: Path) -> Path:
-    names = photo_folder(tmp_path / "p", 30, lambda i: (20 + i, 16 + i % 7))
-    lst = write_lst(tmp_path / "p.lst", names)
-    # keys in an order unlike the file order, as im2rec.py's shuffled lists give
-    lst.write_text(
-        "".join(
-            f"{(i * 7) % 30}\t{line.split(chr(9), 1)[1]}"
-            for i, line in enumerate(lst.read_text().splitlines(True))
-        )
-    )
-    pack_list(lst, PackOptions(pass_through=True))
-    return tmp_path / "p.rec"
-
-
-def test_rebuilt_index_equals_the_written_one(packed: Path) -> None:
-    written = packed.with_suffix(".idx").read_text()
-    index, damages = rebuild_index(packed, keys="id")
-    assert damages == []
-    assert (
-        "".join(
-            f"{k}\t{o}\n" for k, o in zip(index.key_list(), index.offsets.tolist(), strict=True)
-        )
-        == written
-    )
-    seq, _ = rebuild_index(packed)
-    assert seq.key_list() == list(range(30)) and seq.offsets.tolist() == index.offsets.tolist()
+from .test_scanning import corrupt
 
 
 def test_verify_a_good_file(packed: Path) -> None:
     result = verify(packed, decode=True, manifest=packed.with_suffix(".pack.json"))
     assert result.ok and result.records == 30 and result.indexed == 30 and result.decoded == 30
-
-
-def corrupt(path: Path, offset: int, data: bytes) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        f.write(data)
-
-
-def test_flipped_header_is_reported_at_its_offset(packed: Path) -> None:
-    offsets = rebuild_index(packed)[0].offsets.tolist()
-    corrupt(packed, offsets[5], b"\x00\x00\x00\x00")
-    result = verify(packed)
-    messages = [(p.offset, p.message) for p in result.problems]
-    assert messages[0][0] == offsets[5] and "no record starts at byte" in messages[0][1]
-    assert f"bytes {offsets[5]:,} to {offsets[6]:,} skipped" in messages[0][1]
-    assert any(
-        p.offset == offsets[5] and "not the start of a record" in p.message for p in result.problems
-    )
-    with pytest.raises(RecordFormatError, match=f"no record starts at byte {offsets[5]:,}"):
-        rebuild_index(packed)
-    index, damages = rebuild_index(packed, recover=True)
-    assert len(index) == 29 and damages == [Damage(offsets[5], offsets[6], damages[0].reason)]
 
 
 def test_truncated_file(packed: Path) -> None:
@@ -139,27 +86,6 @@ def test_a_changed_frame_word_is_reported_at_its_record(packed: Path, word: str)
         packed.write_bytes(whole)
 
 
-def test_recover_walks_around_garbage(tmp_path: Path) -> None:
-    with IndexedRecordWriter(tmp_path / "g.rec") as w:
-        for i in range(5):
-            w.write_key(i, pack((0, i, i, 0), b"payload" * 10 + MAGIC_BYTES))
-    data = bytearray((tmp_path / "g.rec").read_bytes())
-    data[100:140] = b"\xff" * 40  # the tail of record 0 (108 bytes) and the head of record 1
-    (tmp_path / "g.rec").write_bytes(bytes(data))
-    items = list(walk_records(RecordReader(tmp_path / "g.rec"), recover=True))
-    damages = [i for i in items if isinstance(i, Damage)]
-    assert [(d.offset, d.end) for d in damages] == [(108, 216)]  # record 1, up to record 2
-    assert len([i for i in items if not isinstance(i, Damage)]) == 4
-
-
-def test_info(packed: Path) -> None:
-    info = summarise(packed)
-    assert info["records"] == 30 and info["split_records"] == 0
-    assert info["formats"] == {"JPEG": 30} and info["width"] == [20, 49]
-    assert info["labels"] == {"0": 10, "1": 10, "2": 10} and info["ids"] == [0, 29]
-    assert info["index"]["agrees"] is True
-
-
 def test_cli(packed: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(main, ["verify", str(packed)])
@@ -220,7 +146,6 @@ def test_damage_then_a_magic_word_in_the_last_bytes(tmp_path: Path) -> None:
     """The search for the next record head after damage must not read a
     header past the end when the file's last 4-7 bytes hold a magic word."""
     from im2rec.recordio import frame
-    from im2rec.recordio.framing import MAGIC_BYTES
 
     path = tmp_path / "tail.rec"
     path.write_bytes(frame(b"abcd") + b"\xff" * 8 + MAGIC_BYTES)
@@ -238,23 +163,6 @@ def test_manifest_record_count_that_disagrees_is_reported(packed: Path) -> None:
     assert [p.message for p in result.problems] == [
         "p.pack.json says 31 records, the file holds 30"
     ]
-
-
-def test_index_by_id_names_a_repeated_id_and_where(tmp_path: Path) -> None:
-    rec = tmp_path / "d.rec"
-    with IndexedRecordWriter(rec) as w:
-        for key, id_ in enumerate([5, 9, 5]):
-            w.write_key(key, pack((0, 1.0, id_, 0), b"x" * 10))
-    third = rebuild_index(rec)[0].offsets.tolist()[2]
-    result = CliRunner().invoke(
-        main, ["index", str(rec), "--keys", "id", "-o", str(tmp_path / "x.idx")]
-    )
-    assert result.exit_code == 1
-    assert result.output == (
-        f"Error: {rec}: header id 5 appears in more than one record (again at byte {third:,}); "
-        "use --keys seq\n"
-    )
-    assert not (tmp_path / "x.idx").exists()
 
 
 @pytest.mark.parametrize("cut", [1, 2, 3])
