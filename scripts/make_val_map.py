@@ -5,7 +5,7 @@
 The output (``im2rec.imagenet.valmap.BUNDLED``) is zlib-compressed:
 ``im2rec-val-map 1\\n``, the 1,000 WNIDs in sorted order one per line, an
 empty line, then one little-endian uint16 per val image (image i+1's WNID as
-an index into that list). tests/test_imagenet_valmap.py checks it against the
+an index into that list). tests/imagenet/test_valmap.py checks it against the
 pklz and against the SHA-1 of the canonical ``fname<TAB>wnid`` TSV.
 """
 

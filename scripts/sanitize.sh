@@ -29,10 +29,12 @@ if [ -z "$clang" ]; then
 fi
 # (--capture=sys: a sanitizer's report goes to the real stderr; captured
 # at the file-descriptor level it would die with the process, unread)
-tests=(tests/imaging/test_native_safety.py tests/imaging/test_decoding.py tests/training/test_fused.py
-	tests/training/test_crop_native.py tests/training/test_batch_native.py tests/imaging/test_resample.py
-	tests/recordio/test_framing.py tests/recordio/test_chunks.py tests/formats/test_wds_import.py
-	tests/formats/test_webdataset.py tests/recordio/test_writer.py tests/imaging/test_image_headers.py)
+tests=(tests/imaging/test_native_safety.py tests/imaging/test_regions.py tests/imaging/test_jpeg.py
+	tests/training/augment/test_fused.py tests/training/test_crop_native.py tests/training/test_filling.py
+	tests/imaging/test_resample.py tests/recordio/test_framing.py tests/recordio/test_chunks.py
+	tests/formats/test_wds_import.py tests/formats/test_webdataset.py tests/formats/test_tars.py
+	tests/recordio/test_writer.py tests/recordio/test_output.py tests/storage/test_copying.py
+	tests/imaging/test_headers.py)
 
 # build OUT CC FLAGS: a copy of the package in OUT with its extensions built
 # by CC with FLAGS, every one of them (each is optional in a normal install)

@@ -10,11 +10,14 @@ import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 from PIL import Image
+
+if TYPE_CHECKING:
+    from .imagenet_fixture import FakeImagenet
 
 from .faces_data import faces  # noqa: F401  (a fixture of the face-layout tests)
 
@@ -224,16 +227,24 @@ _LEAVE_THREADS = (
     "tests/storage/test_remote.py",
     "tests/storage/test_bounded.py",
     "tests/storage/test_storage.py",
-    "tests/packing/test_remote_pack.py",
+    "tests/packing/test_remote.py",
     "tests/packing/test_sharding.py",
     "tests/packing/test_cluster.py",
     "tests/training/test_blockorder.py",
     "tests/storage/test_blockcache.py",
+    "tests/storage/test_objects.py",
+    "tests/listing/test_buckets.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.startswith(_LEAVE_THREADS))  # stable: else as found
+    items.sort(key=_leaves_threads)  # stable: else as found
+
+
+def _leaves_threads(item: pytest.Item) -> bool:
+    """Whether a test leaves threads behind: its module is one of
+    :data:`_LEAVE_THREADS`, or it uses the S3 server wherever it is."""
+    return item.nodeid.startswith(_LEAVE_THREADS) or "s3" in getattr(item, "fixturenames", ())
 
 
 @pytest.fixture(params=["C helper", "one copy at a time"])
@@ -255,3 +266,13 @@ def pytest_configure(config: pytest.Config) -> None:
     the tests of Ctrl-C would see it ignored. Their children get the default."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeImagenet:
+    """A small ImageNet download (its tars and GluonCV's val map) in tmp_path."""
+    from .imagenet_fixture import make_fake_imagenet
+
+    fake = make_fake_imagenet(tmp_path / "download")
+    fake.write_pklz(fake.download / "imagenet_val_maps.pklz")
+    return fake

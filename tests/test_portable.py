@@ -4,6 +4,7 @@ fallback: a Python without ``os.pread``, ``os.writev``, ``os.O_NONBLOCK``
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,9 +40,13 @@ print("ok")
 
 
 def test_reads_and_writes_without_posix_only_calls(tmp_path: Path) -> None:
+    # a cache folder of one's own, so that opening the index looks for its copy
+    (tmp_path / "cache" / "index").mkdir(mode=0o700, parents=True)
+    (tmp_path / "cache").chmod(0o700)
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(PROGRAM)],
         cwd=tmp_path,
+        env={**os.environ, "IM2REC_CACHE_DIR": str(tmp_path / "cache")},
         capture_output=True,
         text=True,
         timeout=120,

@@ -25,6 +25,7 @@ __all__ = ["cache_home", "open_own", "private_folder"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def cache_home() -> Path:
@@ -77,7 +78,7 @@ def open_own(path: str | os.PathLike[str], dir_fd: int | None = None) -> int | N
     user's with one link, reached without following a link; else None (no
     such file, or one that is not to be trusted)."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     info = os.fstat(fd)

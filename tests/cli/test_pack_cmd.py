@@ -22,7 +22,7 @@ from im2rec.packing import PackInterrupted, PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, unpack
 
 from ..conftest import children_of, photo_folder, wait_gone, write_lst
-from ..packing.test_run import interrupt_after
+from ..packing.test_resuming import interrupt_after
 from .conftest import run
 
 

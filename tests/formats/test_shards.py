@@ -12,10 +12,11 @@ from im2rec.formats.shards import _braces, expand_shards
 from im2rec.formats.webdataset import import_webdataset
 from im2rec.recordio import IndexedRecordReader, unpack
 
-from .test_webdataset import image, wds
+from .conftest import image
 
 
 def test_shards_from_webdatasets_shardwriter(tmp_path: Path) -> None:
+    wds = pytest.importorskip("webdataset")
     pattern = str(tmp_path / "theirs-%03d.tar")
     with wds.ShardWriter(pattern, maxcount=4, verbose=0) as sink:
         for i in range(10):

@@ -23,7 +23,7 @@ from im2rec.recordio.framing import MAGIC_BYTES, has_aligned_magic
 from im2rec.storage.files import FileRange
 
 from ..imagenet.test_members import read, tar_of
-from .test_webdataset import export_and_import, hostile, image, image_sized
+from .conftest import export_and_import, hostile, image, image_sized
 
 
 def test_links_and_oversized_members_are_skipped_unread(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from im2rec.formats.tars import samples
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.recordio import IndexedRecordWriter, pack
 
-from .test_webdataset import export_and_import, image
+from .conftest import export_and_import, image
 
 
 @pytest.mark.parametrize("headers", ["C check", "Python check"])

@@ -21,7 +21,7 @@ from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpa
 from im2rec.recordio.framing import MAGIC_BYTES
 from im2rec.storage.files import FileRange
 
-from .test_webdataset import hostile, image
+from .conftest import hostile, image
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(40))
 

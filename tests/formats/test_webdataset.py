@@ -4,39 +4,22 @@ WebDataset's own ``ShardWriter``, and hostile tars."""
 
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from im2rec.errors import DatasetError
 from im2rec.formats.webdataset import export_webdataset, import_webdataset
 from im2rec.packing import PackOptions, pack_list
 from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
-from im2rec.recordio.framing import MAGIC_BYTES
 
 from ..faces_data import make_faces, rec
+from .conftest import export_and_import, hostile, image_sized
 
 wds = pytest.importorskip("webdataset")
-
-
-def image(kind: str, seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    out = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)).save(out, kind)
-    return out.getvalue()
-
-
-def export_and_import(rec: Path, out: Path, **kw: int) -> Path:
-    result = export_webdataset(rec, str(out / "wds-%04d.tar"), **kw)
-    assert result.shards
-    back = out / "back"
-    import_webdataset(result.shards, back)
-    return back
 
 
 # webdataset leaves its shard files for the garbage collector to close
@@ -83,18 +66,6 @@ def test_face_layout_round_trip(tmp_path: Path) -> None:
     assert back.with_suffix(".idx").read_bytes() == lst.with_suffix(".idx").read_bytes()
 
 
-def hostile(path: Path, members: list[tuple[str, bytes, bytes]]) -> Path:
-    """A tar of ``(name, type, data)`` members."""
-    with tarfile.open(path, "w") as tar:
-        for name, kind, data in members:
-            info = tarfile.TarInfo(name)
-            info.type, info.size = kind, len(data) if kind == tarfile.REGTYPE else 0
-            if kind == tarfile.SYMTYPE:
-                info.linkname = "/etc/passwd"
-            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
-    return path
-
-
 @pytest.mark.parametrize(
     ("members", "message"),
     [
@@ -110,14 +81,6 @@ def test_hostile_tars_are_refused(
     with pytest.raises(DatasetError, match=message):
         import_webdataset([str(shard)], tmp_path / "out")
     assert not (tmp_path / "out.rec").exists()
-
-
-def image_sized(rng: np.random.Generator, size: int, magic_at: int | None) -> bytes:
-    body = bytearray(b"\xff\xd8\xff\xe0" + rng.bytes(size - 4))
-    body[:] = body.replace(MAGIC_BYTES, b"____")
-    if magic_at is not None:
-        body[magic_at : magic_at + 4] = MAGIC_BYTES
-    return bytes(body)
 
 
 @pytest.mark.slow

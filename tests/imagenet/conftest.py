@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tarfile
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,6 @@ from im2rec.imagenet.valmap import DEVKIT_META, DEVKIT_TRUTH
 
 from ..imagenet_fixture import (
     FakeImagenet,
-    make_fake_imagenet,
 )
 
 
@@ -26,10 +24,3 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
         meta = tar.extractfile(DEVKIT_META).read()  # type: ignore[union-attr]
         truth = tar.extractfile(DEVKIT_TRUTH).read()  # type: ignore[union-attr]
     return {"pklz": pklz, "devkit": devkit.read_bytes(), "meta": meta, "truth": truth}
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> FakeImagenet:
-    fake = make_fake_imagenet(tmp_path / "download")
-    fake.write_pklz(fake.download / "imagenet_val_maps.pklz")
-    return fake

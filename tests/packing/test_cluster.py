@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -196,3 +198,19 @@ def test_the_scheduler_address_from_the_environment(
                                       "--resize", "40", "--quality", "90"])  # fmt: skip
     assert again.exit_code == 0 and "data-00000-of-00002.idx" in again.output
     assert lst.with_name("data-00000-of-00002.rec").exists()
+
+
+@pytest.mark.slow
+def test_rec_pack_on_a_local_dask_cluster(images: Path, tmp_path: Path) -> None:
+    """The real command: a LocalCluster of 2 processes, --json, then --resume."""
+    lst = listed(images, tmp_path)
+    rec = shutil.which("rec", path=os.path.dirname(sys.executable))
+    assert rec is not None
+    cmd = [rec, "pack", str(lst), "--root", str(images), "--resize", "40", "--quality", "90",
+           "--shards", "2", "--executor", "dask", "--num-workers", "2", "--global-index"]  # fmt: skip
+    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)[0]
+    assert report["records"] == 60 and report["count"] == 2 and report["global_index"]
+    assert {s["worker"].startswith("tcp://") for s in report["shards"]} == {True}
+    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True)
+    assert "2 shard(s) already packed and verified (--resume), 0 packed now" in again.stdout

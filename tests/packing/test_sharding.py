@@ -5,10 +5,6 @@ resume, the global index, and the errors."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,19 +70,3 @@ def test_local_shards_hold_the_unsharded_records_and_a_global_index(
 def test_option_mistakes(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["pack", "x.lst", *args])
     assert result.exit_code == 2 and message in result.output
-
-
-@pytest.mark.slow
-def test_rec_pack_on_a_local_dask_cluster(images: Path, tmp_path: Path) -> None:
-    """The real command: a LocalCluster of 2 processes, --json, then --resume."""
-    lst = listed(images, tmp_path)
-    rec = shutil.which("rec", path=os.path.dirname(sys.executable))
-    assert rec is not None
-    cmd = [rec, "pack", str(lst), "--root", str(images), "--resize", "40", "--quality", "90",
-           "--shards", "2", "--executor", "dask", "--num-workers", "2", "--global-index"]  # fmt: skip
-    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True)
-    report = json.loads(done.stdout)[0]
-    assert report["records"] == 60 and report["count"] == 2 and report["global_index"]
-    assert {s["worker"].startswith("tcp://") for s in report["shards"]} == {True}
-    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, check=True)
-    assert "2 shard(s) already packed and verified (--resume), 0 packed now" in again.stdout

@@ -276,34 +276,6 @@ def test_a_dropped_connection_is_retried_and_a_refusal_is_not(
 # --- rec list over a bucket prefix ---------------------------------------------------
 
 
-@pytest.mark.slow
-def test_rec_list_walks_a_bucket_prefix_like_a_folder(s3: Any, tmp_path: Path) -> None:
-    tree = tmp_path / "tree"
-    files = ["cats/a.jpg", "cats/b.JPG", "cats/deep/c.png", "dogs/d.jpeg", "dogs/notes.txt",
-             "root.jpg", "z/.hidden.jpg", "z/e.jpg"]  # fmt: skip
-    for name in files:
-        (tree / name).parent.mkdir(parents=True, exist_ok=True)
-        (tree / name).write_bytes(b"x")
-        s3.put_object(Bucket=BUCKET, Key=f"tree/{name}", Body=b"x")
-    for extra in (["--recursive"], [], ["--recursive", "--train-ratio", "0.5"]):
-        local = rec("list", str(tree), "-o", str(tmp_path / "local"), "-q", *extra)
-        assert local.returncode == 0, local.stderr
-        done = rec("list", f"s3://{BUCKET}/tree/", "-o", f"s3://{BUCKET}/lists/tree", "-q", *extra)
-        assert done.returncode == 0, done.stderr
-        for path in sorted(tmp_path.glob("local*")):
-            key = "lists/tree" + path.name[len("local") :]
-            got = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-            if path.suffix == ".json":  # records the root: the URL instead of the folder
-                assert (
-                    json.loads(got)["lists"][0]["images"]
-                    == json.loads(path.read_text())["lists"][0]["images"]
-                )
-            else:
-                assert got == path.read_bytes(), path.name
-    done = rec("list", f"s3://{BUCKET}/nothing-here/", "-o", str(tmp_path / "x"))
-    assert done.returncode == 1 and "no objects under this prefix" in done.stderr
-
-
 def test_errors_are_classified_by_what_they_say_not_by_the_url() -> None:
     url = "s3://bucket/403/404.rec"
     denied = FileNotFoundError(f"ClientResponseError: 403, message='Forbidden', url='{url}'")

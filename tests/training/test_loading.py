@@ -20,7 +20,7 @@ from im2rec.training.augment import Augmenter, fused
 from im2rec.training.augment import seeding as augment_module
 from im2rec.training.dataset import RecordDataset
 
-from .test_loader import jpeg
+from .test_dataset import jpeg
 
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, default_collate  # noqa: E402

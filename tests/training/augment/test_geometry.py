@@ -5,7 +5,6 @@ real MXNet are in test_compat_augment.py)."""
 
 from __future__ import annotations
 
-import colorsys
 import io
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,27 +14,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from im2rec import ImageRecordInt8Iter, ImageRecordIter, ImageRecordUInt8Iter
-from im2rec.errors import ConfigError, DatasetError
+from im2rec import ImageRecordIter
+from im2rec.errors import ConfigError
 from im2rec.recordio import IndexedRecordWriter, pack
 from im2rec.training.augment import Augmenter
-from im2rec.training.augment.color import EIGVEC, from_hls, to_hls
 from im2rec.training.augment.ndarray_file import load_ndarrays, save_ndarrays
 
-from ..conftest import photo
-
-
-def png(arr: np.ndarray) -> bytes:
-    out = io.BytesIO()
-    Image.fromarray(arr).save(out, "PNG")
-    return out.getvalue()
-
-
-def run(aug: Augmenter, payload: bytes, seed: int = 0) -> np.ndarray:
-    out = np.empty(aug.data_shape, aug.dtype)
-    aug.write(payload, out, np.random.default_rng(seed))
-    return out
-
+from ...conftest import photo
+from ..test_iterator import png
+from .test_color import run
 
 SRC = np.random.default_rng(5).integers(0, 256, (16, 20, 3), dtype=np.uint8)
 
@@ -90,18 +77,6 @@ def test_random_scale_and_crop_size_vary_and_refuse_too_small_images() -> None:
         run(Augmenter((3, 8, 8), max_crop_size=100), payload)
 
 
-def test_mxnet_random_resized_crop_needs_an_area_or_ratio() -> None:
-    payload = png(np.asarray(photo(64, 48, 2)))
-    plain = Augmenter((3, 16, 16), dtype="uint8")
-    alone = Augmenter((3, 16, 16), dtype="uint8", random_resized_crop=True)
-    # MXNet's random_resized_crop=True alone changes nothing: a centre crop.
-    np.testing.assert_array_equal(run(plain, payload), run(alone, payload, seed=3))
-    rrc = Augmenter((3, 16, 16), dtype="uint8", random_resized_crop=True, min_random_area=0.08,
-                    min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3)  # fmt: skip
-    crops = {run(rrc, payload, seed).tobytes() for seed in range(10)}
-    assert len(crops) == 10
-
-
 def test_inter_methods_auto_and_random_run() -> None:
     payload = png(SRC)
     for method in (0, 1, 2, 3, 4, 9, 10):
@@ -115,78 +90,6 @@ def test_inter_methods_auto_and_random_run() -> None:
 # --- colour: by their effect ---------------------------------------------------------
 
 
-def flat(value: tuple[int, int, int], size: int = 12) -> bytes:
-    return png(np.full((size, size, 3), value, np.uint8))
-
-
-def test_brightness_scales_every_pixel_by_one_factor() -> None:
-    aug = Augmenter((3, 12, 12), brightness=0.5, dtype="uint8")
-    ratios = []
-    for seed in range(200):
-        out = run(aug, flat((100, 60, 20)), seed).astype(float)
-        factor = out[0, 0, 0] / 100
-        assert np.allclose(out[1], np.rint(60 * factor), atol=1)
-        ratios.append(factor)
-    assert 0.5 <= min(ratios) < 0.6 and 1.4 < max(ratios) <= 1.5
-
-
-def test_contrast_keeps_the_grey_mean_and_saturation_the_grey() -> None:
-    grey = np.array([[10, 200], [90, 250]], np.uint8).repeat(6, 0).repeat(6, 1)
-    payload = png(np.stack([grey] * 3, axis=2))
-    for seed in range(20):
-        out = run(Augmenter((3, 12, 12), contrast=0.5, dtype="uint8"), payload, seed)
-        assert abs(out.astype(float).mean() - grey.mean()) < 1.5
-        # a grey image has no saturation to change
-        same = run(Augmenter((3, 12, 12), saturation=0.9, dtype="uint8"), payload, seed)
-        np.testing.assert_array_equal(same[0], grey)
-
-
-def test_saturation_moves_colours_toward_mxnet_grey() -> None:
-    aug = Augmenter((3, 12, 12), saturation=1.0, dtype="uint8")
-    grey = round(0.114 * 200 + 0.587 * 100 + 0.299 * 50)  # BGR data through RGB2GRAY
-    outs = [run(aug, flat((200, 100, 50)), seed)[:, 0, 0].astype(int) for seed in range(100)]
-    spreads = [int(o.max() - o.min()) for o in outs]
-    assert min(spreads) < 20 and max(spreads) > 200  # from nearly grey to twice as vivid
-    nearly = outs[int(np.argmin(spreads))]
-    assert np.abs(nearly - grey).max() < 20
-
-
-def test_hls_round_trip_and_colorsys() -> None:
-    rgb = np.random.default_rng(1).integers(0, 256, (40, 40, 3)).astype(np.float32)
-    h, s, light = to_hls(rgb)
-    back = from_hls(h, light, s)
-    assert np.abs(back - rgb).max() <= 4  # 8-bit H (2 degree steps), L and S
-    r, g, b = rgb[3, 5] / 255
-    ch, cl, cs = colorsys.rgb_to_hls(r, g, b)
-    assert (h[3, 5], light[3, 5], s[3, 5]) == (round(ch * 180), round(cl * 255), round(cs * 255))
-
-
-def test_hsl_shifts_lightness() -> None:
-    aug = Augmenter((3, 12, 12), random_l=60, dtype="uint8")
-    means = {round(float(run(aug, flat((120, 120, 120)), seed).mean())) for seed in range(30)}
-    assert min(means) < 110 and max(means) > 130
-
-
-def test_pca_noise_adds_one_rgb_offset_along_the_eigenvectors() -> None:
-    aug = Augmenter((3, 12, 12), pca_noise=0.1, dtype="uint8")
-    for seed in range(20):
-        out = run(aug, flat((120, 120, 120)), seed).astype(float)
-        shift = out[:, 0, 0] - 120
-        assert (out == out[:, :1, :1]).all()
-        rng = np.random.default_rng(seed)
-        alpha = rng.normal(0, 0.1, 3).astype(np.float32)
-        assert np.abs(shift - np.trunc(120 + EIGVEC @ alpha) + 120).max() == 0
-
-
-def test_random_contrast_and_illumination_are_affine_per_image() -> None:
-    aug = Augmenter((3, 12, 12), max_random_contrast=0.5, max_random_illumination=10)
-    src = np.random.default_rng(2).integers(0, 256, (12, 12, 3), dtype=np.uint8)
-    out = run(aug, png(src), 4)
-    planes = src.transpose(2, 0, 1).astype(np.float64)
-    slope, intercept = np.polyfit(planes.ravel(), out.ravel(), 1)
-    assert 0.5 <= slope <= 1.5 and -10 <= intercept <= 10 and slope != 1
-
-
 # --- the mean image -----------------------------------------------------------------
 
 
@@ -195,40 +98,6 @@ def write_rec(path: Path, images: list[np.ndarray]) -> Path:
         for i, arr in enumerate(images):
             w.write_key(i, pack((0, float(i % 3), i, 0), png(arr)))
     return path
-
-
-def test_ndarray_file_round_trip_and_hostile_sizes(tmp_path: Path) -> None:
-    arrays = [("mean_img", np.arange(24, dtype=np.float32).reshape(2, 3, 4)),
-              ("x", np.array([1, 2], np.int64))]  # fmt: skip
-    save_ndarrays(tmp_path / "a.nd", arrays)
-    loaded = load_ndarrays(tmp_path / "a.nd")
-    assert [n for n, _ in loaded] == ["mean_img", "x"]
-    for (_, want), (_, got) in zip(arrays, loaded, strict=True):
-        np.testing.assert_array_equal(got, want)
-        assert got.dtype == want.dtype
-    data = (tmp_path / "a.nd").read_bytes()
-    (tmp_path / "cut.nd").write_bytes(data[:60])
-    with pytest.raises(DatasetError, match="not a whole MXNet NDArray file"):
-        load_ndarrays(tmp_path / "cut.nd")
-    huge = bytearray(data)
-    huge[16:24] = (1 << 60).to_bytes(8, "little")  # the array count
-    (tmp_path / "huge.nd").write_bytes(bytes(huge))
-    with pytest.raises(DatasetError, match="holds at most 1,024"):
-        load_ndarrays(tmp_path / "huge.nd")
-    huge[16:24] = (1000).to_bytes(8, "little")  # few enough, but more than the bytes hold
-    (tmp_path / "huge.nd").write_bytes(bytes(huge))
-    with pytest.raises(DatasetError, match="more than its"):
-        load_ndarrays(tmp_path / "huge.nd")
-    wrap = bytearray(data)  # 2**32 * 2**32 * 4: a product that wraps to 0 in 64 bits
-    wrap[36:44] = wrap[44:52] = (1 << 32).to_bytes(8, "little")
-    (tmp_path / "wrap.nd").write_bytes(bytes(wrap))
-    with pytest.raises(DatasetError, match="ends inside array 0's values"):
-        load_ndarrays(tmp_path / "wrap.nd")
-    dims = bytearray(data)
-    dims[36:44] = (1 << 40).to_bytes(8, "little")  # the first dimension
-    (tmp_path / "dims.nd").write_bytes(bytes(dims))
-    with pytest.raises(DatasetError, match="ends inside array 0's values"):
-        load_ndarrays(tmp_path / "dims.nd")
 
 
 def test_mean_image_is_computed_saved_and_used(tmp_path: Path) -> None:
@@ -263,48 +132,6 @@ def test_mean_image_is_subtracted_before_mirroring(tmp_path: Path) -> None:
 
 
 # --- batches MXNet code can use ---------------------------------------------------
-
-
-def test_batches_answer_asnumpy_and_the_typed_iterators(tmp_path: Path) -> None:
-    rec = write_rec(tmp_path / "b.rec", [SRC] * 6)
-    kw: dict[str, Any] = dict(path_imgrec=str(rec), data_shape=(3, 12, 12), batch_size=3,
-                              preprocess_threads=1, verbose=False, mean_r=100)  # fmt: skip
-    with ImageRecordIter(**kw) as it:
-        batch = it.next()
-        data = batch.data[0]
-        assert isinstance(data.asnumpy(), np.ndarray) and type(data.asnumpy()) is np.ndarray
-        assert data.asnumpy().shape == (3, 3, 12, 12) and data.dtype == np.float32
-        assert data.astype(np.uint8).dtype == np.uint8
-        assert batch.label[0].asnumpy().tolist() == [0.0, 1.0, 2.0]
-        assert it.provide_data[0].shape == (3, 3, 12, 12)
-    with ImageRecordUInt8Iter(**kw) as it:
-        assert it.next().data[0].dtype == np.uint8
-    with ImageRecordInt8Iter(**kw) as it:
-        out = it.next().data[0]
-        assert out.dtype == np.int8
-        want = np.clip(SRC[2:14, 4:16, 0].astype(int) - 100, -128, 127)
-        np.testing.assert_array_equal(out[0, 0], want)
-    with pytest.raises(ConfigError, match="makes uint8 batches"):
-        ImageRecordUInt8Iter(**kw, dtype="float32")
-
-
-def test_shuffle_chunks_visit_byte_ranges_in_a_new_order_each_epoch(tmp_path: Path) -> None:
-    big = [np.random.default_rng(i).integers(0, 256, (300, 300, 3), dtype=np.uint8)
-           for i in range(12)]  # fmt: skip
-    rec = write_rec(tmp_path / "c.rec", big)  # ~270 kB each: a 1 MB chunk holds ~3
-    kw: dict[str, Any] = dict(path_imgrec=str(rec), data_shape=(3, 8, 8), batch_size=12,
-                              preprocess_threads=1, verbose=False, shuffle_chunk_size=1,
-                              shuffle_chunk_seed=5, dtype="uint8")  # fmt: skip
-    with ImageRecordIter(**kw) as it:
-        orders = []
-        for _ in range(3):
-            orders.append([int(v) for v in it.next().index])
-            it.reset()
-    ids = [[int(v) for v in order] for order in orders]
-    for order in orders:  # records of a chunk stay together and in file order
-        runs = np.split(np.array(order), np.where(np.diff(order) != 1)[0] + 1)
-        assert len(runs) > 1 and sorted(sum((r.tolist() for r in runs), [])) == list(range(12))
-    assert len({tuple(o) for o in ids}) > 1
 
 
 def test_augmenter_for_a_dataloader_takes_the_same_options(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from PIL import Image
 from im2rec import native
 from im2rec.training.augment import Augmenter, fused
 
-from ..conftest import photo
-from ..imaging.test_regions import KINDS
+from ...conftest import photo
+from ...imaging.test_regions import KINDS
 
 tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
 #: beside Pillow-SIMD the one-pass path's resampling gives its very bytes

@@ -70,3 +70,28 @@ def test_no_room_in_dev_shm_means_threads_and_the_same_batches(tmp_path: Path) -
     (message,) = cramped["warnings"]  # type: ignore[misc]
     assert "/dev/shm" in message and "--shm-size" in message and "4 batches" in message
     assert cramped["digest"] == roomy["digest"]
+
+
+@pytest.mark.parametrize(("batch_size", "kind"), [(5000, "processes"), (6000, "threads")])
+def test_a_batch_too_large_for_one_message_is_built_by_threads(
+    tmp_path: Path, batch_size: int, kind: str
+) -> None:
+    from im2rec.recordio import IndexedRecordWriter, pack
+    from im2rec.training.augment import Augmenter
+    from im2rec.training.batching import BatchJob, SlotLayout, Workers
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        w.write_key(0, pack((0, 1.0, 0, 0), b"not an image"))
+    layout = SlotLayout(batch_size, (1, 2, 2), "float32", 1)
+    workers = Workers(2, 2, layout, Augmenter((1, 2, 2)), str(tmp_path / "d.rec"), None)
+    try:
+        assert workers.kind == kind
+        import numpy as np
+
+        offsets = np.zeros(batch_size, np.int64)  # the largest job this layout sends
+        job = BatchJob(str(tmp_path / "d.rec"), offsets, batch_size, 0, (0, 0, 0), True, True,
+                       stops=offsets + 100)  # fmt: skip
+        result = workers.collect(workers.submit(job)).result
+        assert (result.filled, len(result.skipped)) == (0, batch_size)  # each one refused
+    finally:
+        workers.finalizer()
