@@ -167,7 +167,7 @@ def test_close_while_a_worker_is_sending_a_result_returns() -> None:
     """Killing a worker half-way through sending its result left the pool's
     reader thread waiting for the rest forever: a Ctrl-C that never came back
     (seen in CI as a ``rec pack --resize`` that ignored SIGINT)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     run = subprocess.run(
         [sys.executable, "-c", _CLOSE_DURING_A_LARGE_RESULT],
         capture_output=True, text=True, timeout=180, env=env,
@@ -181,7 +181,7 @@ def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
     waiting for the rest for ever: `rec pack` hung after its worker was
     killed, about one run in five on a busy machine. The watchdog ends the
     pool a couple of seconds after the death instead."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     try:
         run = subprocess.run(
             [sys.executable, "-c", _KILLED_WHILE_SENDING],
@@ -197,7 +197,7 @@ def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
 @pytest.mark.parametrize("then", ["exit", "result", "close"])
 @pytest.mark.slow
 def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "MARKS": str(tmp_path)}
     try:
         run = subprocess.run(
             [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
@@ -215,7 +215,7 @@ def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_pat
 @pytest.mark.parametrize("pool", ["keep", "drop"])
 @pytest.mark.slow
 def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARKS": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "MARKS": str(tmp_path)}
     run = subprocess.run(
         [sys.executable, "-c", _EXIT_DURING_CLEANUP, pool],
         capture_output=True, text=True, timeout=60, env=env,
@@ -229,7 +229,7 @@ def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) ->
 def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
     """The exit waits for ending pools only: a healthy one is woken and
     shut down by CPython's own hook at once."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     begun = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-c", _HEALTHY_POOL_LEFT_OPEN],
