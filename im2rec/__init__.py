@@ -35,11 +35,11 @@ from .version import __version__
 # The training readers need Pillow; load them on first use so that
 # `import im2rec` (and the `rec` command's start-up) stays light.
 _LAZY = {
-    "Augmenter": "augment",
-    "ImageRecordIter": "iterator",
-    "ImageRecordInt8Iter": "iterator",
-    "ImageRecordUInt8Iter": "iterator",
-    "RecordDataset": "loader",
+    "Augmenter": "training.augment",
+    "ImageRecordIter": "training.iterator",
+    "ImageRecordInt8Iter": "training.iterator",
+    "ImageRecordUInt8Iter": "training.iterator",
+    "RecordDataset": "training.dataset",
 }
 
 

@@ -6,6 +6,7 @@ in pyproject.toml (make lint)."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -102,13 +103,9 @@ def test_the_finder_sees_a_cycle_hidden_in_a_function() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-#: the package root: the public API, the bottom layer (errors, version, the
-#: native loader; the worker pools are a folder of that layer) and the names
-#: kept for old imports
-ROOT_MODULES = {
-    "im2rec", "im2rec.__main__", "im2rec.errors", "im2rec.version", "im2rec.native",
-    "im2rec.loader", "im2rec.iterator", "im2rec.augment",
-}  # fmt: skip
+#: the package root: the public API and the bottom layer (errors, version,
+#: the native loader; the worker pools are a folder of that layer)
+ROOT_MODULES = {"im2rec", "im2rec.__main__", "im2rec.errors", "im2rec.version", "im2rec.native"}
 
 
 def test_the_root_holds_only_the_api_and_the_bottom_layer() -> None:
@@ -126,19 +123,17 @@ def test_every_package_is_in_a_layer() -> None:
     assert {f for f in folders if f"im2rec.{f}" not in layers} == set()
 
 
-def test_imports_written_before_the_move_still_work() -> None:
-    """The paths the README of 0.1 taught, and the objects they give."""
-    from im2rec import augment, iterator, loader, training
-    from im2rec.executors import LocalExecutor
-    from im2rec.listing import ListOptions, make_lists
-    from im2rec.packing import PackOptions, pack_list
+def test_the_public_names_are_the_training_layers() -> None:
+    """``im2rec.RecordDataset`` and its siblings are the objects of
+    :mod:`im2rec.training` (the one path the docs teach)."""
+    from im2rec import training
 
-    assert loader.RecordDataset is training.RecordDataset is im2rec.RecordDataset
-    assert iterator.ImageRecordIter is training.ImageRecordIter is im2rec.ImageRecordIter
-    assert augment.Augmenter is training.Augmenter is im2rec.Augmenter
-    assert all(
-        callable(x) for x in (LocalExecutor, ListOptions, make_lists, PackOptions, pack_list)
-    )
+    assert training.RecordDataset is im2rec.RecordDataset
+    assert training.ImageRecordIter is im2rec.ImageRecordIter
+    assert training.Augmenter is im2rec.Augmenter
+    for gone in ("loader", "iterator", "augment"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"im2rec.{gone}")
 
 
 def test_the_version_is_the_packages() -> None:
