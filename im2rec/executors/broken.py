@@ -96,8 +96,8 @@ def watch_pool(pool: ProcessPoolExecutor, done: threading.Event) -> None:
     lock and has written part of a message) leaves the pool's manager
     thread reading the rest of that message for ever, and the other
     workers waiting for the lock: nothing is ever marked broken, and the
-    caller waits on its futures for ever (seen as ``rec pack`` hanging
-    after one worker was SIGKILLed, about 1 run in 5 on a busy machine).
+    caller waits on its futures for ever (``rec pack`` would hang when
+    one of its workers is SIGKILLed at that moment).
     When a worker has been dead for :data:`_GRACE` seconds and the pool is
     still not broken, the other workers are killed and this process's end
     of the result pipe is closed: the manager thread's read then ends, and
@@ -159,9 +159,8 @@ def _settle_ending_pools() -> None:
     pool's manager thread without the pool's shutdown lock, while a
     manager thread that is ending closes that wake-up pipe, under the lock,
     as it cleans up: the check that the pipe is open and the write can
-    straddle the close, and the exit printed ``Exception ignored ...
-    OSError: [Errno 9] Bad file descriptor`` (once in the suite, on 3.11,
-    after a test that kills workers). A manager thread that has ended has
+    straddle the close, and the exit then prints ``Exception ignored ...
+    OSError: [Errno 9] Bad file descriptor``. A manager thread that has ended has
     closed its pipe, and the wake-up then writes nothing. The hook joins
     these threads itself right after, without a limit, so waiting here
     first only moves that wait earlier. Any pool's, not only im2rec's: the

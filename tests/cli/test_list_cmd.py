@@ -175,10 +175,9 @@ def test_every_command_is_in_the_readme() -> None:
 
 
 def test_the_split_the_docs_describe_is_the_one_rec_list_makes(listed: Path) -> None:
-    """getting-started said a plain --train-ratio 0.8 gave "80/20, split in
-    each class"; it splits the shuffled list (im2rec.py's rule), so a class's
-    share varies. The docs now say so and point to --stratify, which does
-    split each class: checked here, and the sentence with it."""
+    """A plain --train-ratio splits the shuffled list (im2rec.py's rule), so a
+    class's share varies; --stratify splits each class. getting-started says
+    so: checked here, and the sentence with it."""
     from im2rec.listing.lstfile import iter_lst
 
     code, out = run("list", "./example", "--recursive", "--train-ratio", "0.5", "--stratify", "-q",

@@ -103,8 +103,8 @@ if __name__ == "__main__":
 
 # The interpreter's exit beside a broken pool whose manager thread is still
 # cleaning up: CPython's exit hook then wakes that thread through a pipe the
-# thread is closing (check, then write: an OSError printed at exit, seen once
-# on 3.11). The cleanup is slowed here, so that it is still under way when
+# thread is closing (check, then write: an OSError printed at exit). The
+# cleanup is slowed here, so that it is still under way when
 # the interpreter exits; a probe registered before im2rec's own hook runs
 # after it, just before CPython's, and says whether the thread is done
 # (with the pool still referenced, or already collected).
@@ -244,8 +244,8 @@ def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
 @pytest.mark.slow
 def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
     """An iterator's finaliser can run wherever the garbage collector runs,
-    the pool's manager thread included (Python 3.13 did that in CI): closing
-    there must not try to wait for the thread it runs on."""
+    the pool's manager thread included: closing there must not try to wait
+    for the thread it runs on."""
     import threading
     from concurrent.futures import Future
 

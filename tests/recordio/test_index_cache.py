@@ -104,7 +104,7 @@ def test_an_idx_edited_in_its_middle_with_its_time_restored_is_parsed_again(
 def test_a_reader_outlives_its_dataset_folder_refreshed_in_place(cached: Path) -> None:
     """The copy is not in the dataset's folder: rewriting the .idx there in
     place (rsync --inplace) while a job has the index mapped leaves the job
-    reading (the copy beside it had been cut short under it: SIGBUS)."""
+    reading, never cut short under it (SIGBUS)."""
     index = load_index(cached)
     text = cached.read_bytes()
     with open(cached, "r+b") as f:

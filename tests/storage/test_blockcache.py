@@ -87,8 +87,8 @@ def test_without_an_etag_a_rewrite_is_told_by_its_time(folder: Path, tmp_path: P
 @pytest.mark.slow
 def test_links_in_the_cache_are_never_followed(folder: Path, tmp_path: Path) -> None:
     """An object's folder is named from its URL: a symlink planted there
-    is refused (its blocks, and a user's own .npy files in the link's
-    target, had been written or deleted through it); so is a cache folder
+    is refused (else its blocks, and a user's own .npy files in the link's
+    target, would be written or deleted through it); so is a cache folder
     others may write; links at the names of the stamp's, a block's and the
     layout's temporary files, and of a lock, are replaced, not followed."""
     from im2rec.errors import OutputError

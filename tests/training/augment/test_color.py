@@ -12,12 +12,7 @@ from im2rec.training.augment import Augmenter
 from im2rec.training.augment.color import EIGVEC, from_hls, to_hls
 
 from ..test_iterator import png
-
-
-def run(aug: Augmenter, payload: bytes, seed: int = 0) -> np.ndarray:
-    out = np.empty(aug.data_shape, aug.dtype)
-    aug.write(payload, out, np.random.default_rng(seed))
-    return out
+from .test_geometry import run
 
 
 def flat(value: tuple[int, int, int], size: int = 12) -> bytes:

@@ -22,9 +22,14 @@ from im2rec.training.augment.ndarray_file import load_ndarrays, save_ndarrays
 
 from ...conftest import photo
 from ..test_iterator import png
-from .test_color import run
 
 SRC = np.random.default_rng(5).integers(0, 256, (16, 20, 3), dtype=np.uint8)
+
+
+def run(aug: Augmenter, payload: bytes, seed: int = 0) -> np.ndarray:
+    out = np.empty(aug.data_shape, aug.dtype)
+    aug.write(payload, out, np.random.default_rng(seed))
+    return out
 
 
 # --- geometry: exact -----------------------------------------------------------

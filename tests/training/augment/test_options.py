@@ -13,7 +13,7 @@ from im2rec.training.augment import Augmenter
 from ...conftest import photo
 from ...test_hostile_values import jpeg
 from ..test_iterator import png
-from .test_color import run
+from .test_geometry import run
 
 
 def test_mxnet_random_resized_crop_needs_an_area_or_ratio() -> None:
