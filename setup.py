@@ -1,5 +1,5 @@
 """The compiled parts, all optional: JPEG region decoding against
-libjpeg-turbo (im2rec/imaging/_jpeg.c, the training crop in _crop.h), pixels to normalised tensors
+libjpeg-turbo (im2rec/imaging/_jpeg.c, training crops rendered as planned in _crop.h), pixels to normalised tensors
 (im2rec/imaging/_tensor.c, resampling in _resample.h), the magic-word scan (im2rec/recordio/_words.c),
 kernel copies of records without the GIL (im2rec/storage/_copies.c) and
 the tar header check of rec import (im2rec/formats/_ustar.c).
@@ -16,8 +16,8 @@ FLAGS = ["-O2", "-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unuse
 DEPENDS = ["im2rec/checked.h"]
 # _tensor.c's own headers: the resampler, its x86 kernels (AVX2 and AVX-512,
 # RGBX and planar) and weight tables, the plane writers, the tests' probes,
-# the Arrow reader, and the C table it gives _jpeg.c (whose training crop is
-# in _crop.h)
+# the Arrow reader, and the C table it gives _jpeg.c (whose training crops
+# are rendered in _crop.h)
 HEADERS = (
     "_resample.h", "_resample_x86.h", "_resample_avx2.h", "_plan_x86.h", "_planar_x86.h",
     "_planar_avx2.h", "_planes.h", "_probes.h", "_arrow.h", "_tensor_api.h",
@@ -31,8 +31,7 @@ setup(
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
             depends=[*DEPENDS, "im2rec/imaging/_crop.h", "im2rec/imaging/_batch.h",
-                     "im2rec/imaging/_helper.h", "im2rec/imaging/_draw.h",
-                     "im2rec/imaging/_tensor_api.h"],
+                     "im2rec/imaging/_helper.h", "im2rec/imaging/_tensor_api.h"],
             optional=True,
         ),
         Extension(

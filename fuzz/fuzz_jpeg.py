@@ -1,14 +1,15 @@
 """The JPEG region decoder (``im2rec.imaging._jpeg``): ``header`` and
 ``decode`` on any bytes, with any region, scale and limit, including
 negative and huge numbers. ValueError or OverflowError, never a crash; a
-region the decoder accepts has the size it says. And the training crop
-(``crop_plan``, ``crop``) on the same bytes, with any output size, crop
-ranges, resize, filter and kernel level: True, None, a drawn box inside
-the image, or ValueError. And ``crop_batch``: the same bytes as a record
-(its framing and header from the input too) in a file, read at offsets
-and spans around the record's own: every sample done, or the first one
-not done named with None, a drawn box or a message, or (drawing a run of
-samples together) with Ellipsis; ValueError for its arguments."""
+region the decoder accepts has the size it says. And the training crop's
+batch (``crop_plan``, ``sizes``, ``render``) on the same bytes, with any
+output size, filter and kernel level: the crops planned by im2rec's own
+Python (a random-resized crop), and region rows taken from the input,
+any numbers: every sample done, or the first one not done named with
+False or a message; ValueError for rows that are not a region. And the
+same bytes as a record (its framing and header from the input too) in a
+file, read by ``recordio.spans.read_singles`` at offsets and spans around
+the record's own, then rendered."""
 
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ from _harness import SCRATCH, run
 
 with atheris.instrument_imports():
     import numpy as np
+    from PIL import Image
 
     from im2rec.imaging import _jpeg
+    from im2rec.recordio.spans import read_singles
+    from im2rec.training.augment import fused, geometry
 
 
 def number(fdp: atheris.FuzzedDataProvider) -> int:
@@ -39,17 +43,15 @@ def test_one(data: bytes) -> None:
     right, bottom = left + number(fdp), top + number(fdp)
     gray, rgbx = fdp.ConsumeBool(), fdp.ConsumeBool()
     limit = fdp.PickValueInList([1 << 22, 1000, 0, -5, 1 << 40])
-    crop_args = (
+    plan_args = (
         fdp.PickValueInList([1, 3]), fdp.ConsumeIntInRange(1, 70), fdp.ConsumeIntInRange(1, 70),
-        fdp.PickValueInList([-1, 0, 1, 37, 1 << 15]), fdp.ConsumeFloatInRange(1e-4, 1.0),
-        fdp.ConsumeFloatInRange(1.0, 3.0), fdp.ConsumeFloatInRange(1e-3, 1.0),
-        fdp.ConsumeFloatInRange(1.0, 1e3), fdp.ConsumeBool(), fdp.ConsumeBool(),
         fdp.PickValueInList([1, 2, 3, 5]),
     )  # fmt: skip
     dtype, vector = fdp.PickValueInList([np.float32, np.uint8]), fdp.ConsumeIntInRange(0, 2)
+    row = [fdp.ConsumeFloatInRange(-4.0, 300.0) for _ in range(11)]
     jpeg = fdp.ConsumeBytes(fdp.remaining_bytes())
-    crop(jpeg, crop_args, dtype, limit, vector)
-    batch(jpeg, crop_args, dtype, limit)
+    crop(jpeg, plan_args, dtype, limit, vector, np.array([row]))
+    batch(jpeg, plan_args, dtype, limit)
     try:
         _jpeg.header(jpeg)
     except ValueError:
@@ -64,21 +66,47 @@ def test_one(data: bytes) -> None:
         assert y == top and h == bottom - top and x <= left and x + w >= right
 
 
-def crop(jpeg: bytes, args: tuple, dtype: type, limit: int, vector: int) -> None:
+def plan_of(args: tuple, dtype: type) -> object:
     scaled = dtype is np.float32
-    plan = _jpeg.crop_plan(*args, [0.5] * 3 if scaled else None, [1.0] * 3 if scaled else None)
-    out = np.empty((args[0], args[2], args[1]), dtype)
-    rng = np.random.default_rng(len(jpeg))
+    return _jpeg.crop_plan(*args, [0.5] * 3 if scaled else None, [1.0] * 3 if scaled else None)
+
+
+def planned(args: tuple, sizes: np.ndarray, seed: int) -> np.ndarray:
+    """The rows im2rec's Python plans for these images (fused.CropPlan.decide)."""
+    rule = geometry.CropRule(args[1], args[2], False, True, (0.08, 1.0), (0.75, 4 / 3), None)
+    method = {1: Image.Resampling.LANCZOS, 2: Image.Resampling.BILINEAR,
+              3: Image.Resampling.BICUBIC, 5: Image.Resampling.HAMMING}[args[3]]  # fmt: skip
+    plan = fused.CropPlan(None, rule, seed % 300 - 1, (True, False), method)
+    draws = np.random.default_rng(seed).random((len(sizes), plan.draws))
+    return plan.decide(sizes, draws)[0]
+
+
+def render(plan: object, data: bytes | bytearray, starts: np.ndarray, lengths: np.ndarray,
+           rows: np.ndarray, out: np.ndarray, limit: int, vector: int = 2) -> None:  # fmt: skip
     try:
-        got = _jpeg.crop(plan, jpeg, out, rng.bit_generator, max(limit, 0), vector)
-    except ValueError:
+        done, outcome = _jpeg.render(plan, data, starts, lengths, rows, out, limit, vector)
+    except ValueError as exc:  # rows that are not a region: the caller's bug
+        assert "not a region" in str(exc) or "must be in" in str(exc)
         return
-    if isinstance(got, tuple):  # drawn, left to Pillow: a box inside the image
-        width, height = _jpeg.header(jpeg)[:2]
-        x0, y0, x1, y1 = got[1]
-        assert 0 <= x0 <= x1 <= width * 1.0001 and 0 <= y0 <= y1 <= height * 1.0001
-    else:
-        assert got is None or got is True
+    assert 0 <= done <= len(starts)
+    assert (outcome is None) == (done == len(starts))
+    assert outcome is None or outcome is False or isinstance(outcome, str)
+
+
+def crop(jpeg: bytes, args: tuple, dtype: type, limit: int, vector: int, row: np.ndarray) -> None:
+    plan = plan_of(args, dtype)
+    out = np.empty((args[0], args[2], args[1]), dtype)
+    starts, lengths = np.zeros(1, np.int64), np.array([len(jpeg)], np.int64)
+    sizes = np.zeros((1, 2), np.int64)
+    try:
+        taken = _jpeg.sizes(jpeg, starts, lengths, limit, sizes)
+    except ValueError:  # a negative limit
+        assert limit < 0
+        return
+    render(plan, jpeg, starts, lengths, row, out, limit, vector)  # rows of any numbers
+    if taken:
+        assert sizes[0, 0] > 0 and sizes[0, 1] > 0 and sizes[0, 0] * sizes[0, 1] <= limit
+        render(plan, jpeg, starts, lengths, planned(args, sizes, len(jpeg)), out, limit, vector)
 
 
 MAGIC = 0xCED7230A
@@ -89,7 +117,7 @@ def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
     """``jpeg`` as a record (magic and length right or not, flag 0-2, a
     label that is a class or not) twice in a file, read in spans that are
     the records or shifted from them. (The choices come from the input's
-    length and the crop's options, so the corpus's JPEGs stay JPEGs.)"""
+    length and the plan's options, so the corpus's JPEGs stay JPEGs.)"""
     n = len(jpeg)
     kind, flag, classes = n % 4, n // 4 % 3, n % 5 != 0
     label = (0.0, 3.0, 2.5, -1.0, float("nan"), 2.0**60)[n % 6]
@@ -104,30 +132,20 @@ def batch(jpeg: bytes, args: tuple, dtype: type, limit: int) -> None:
     size = len(record)
     offsets = np.array([0, size + shift], np.int64)
     stops = np.array([size, 2 * size + extra], np.int64)
-    scaled = dtype is np.float32
-    plan = _jpeg.crop_plan(*args, [0.5] * 3 if scaled else None, [1.0] * 3 if scaled else None)
-    out = np.empty((2, args[0], args[2], args[1]), dtype)
-    labels = np.zeros(2, np.float32)
-    ids = np.zeros(2, np.uint64) if n % 2 else None
-    rng = np.random.default_rng(len(jpeg))
-    together = n % 3 == 0
     fd = os.open(RECORDS, os.O_RDONLY)
     try:
-        done, outcome = _jpeg.crop_batch(
-            plan, fd, offsets, stops, out, rng.bit_generator, max(limit, 0), labels, ids, 0,
-            1 << 20, classes, together,
-        )  # fmt: skip
-    except ValueError:
-        return
+        got = read_singles(fd, offsets, stops, 1 << 20, classes)
     finally:
         os.close(fd)
-    assert 0 <= done <= 2
-    if done == 2:
-        assert outcome is None and (ids is None or ids.tolist() == [7, 7])
-    elif outcome is Ellipsis:  # (drawn past a sample not done: the caller draws again)
-        assert together
-    else:
-        assert outcome is None or isinstance(outcome, (str, tuple))
+    assert 0 <= got.taken <= 2 and len(got.starts) == got.taken
+    if got.taken:
+        assert got.ids.tolist() == [7] * got.taken and flag == 0
+    sizes = np.zeros((got.taken, 2), np.int64)
+    k = _jpeg.sizes(got.data, got.starts, got.lengths, max(limit, 0), sizes) if got.taken else 0
+    if k:
+        out = np.empty((k, args[0], args[2], args[1]), dtype)
+        render(plan_of(args, dtype), got.data, got.starts[:k], got.lengths[:k],
+               planned(args, sizes[:k], n), out, max(limit, 0))  # fmt: skip
 
 
 if __name__ == "__main__":

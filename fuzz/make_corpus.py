@@ -4,8 +4,8 @@ mutations start. Other seeds there were found, not written here, and are
 kept as regressions (each run starts with them):
 
 * ``jpeg/batch-drawn-past-a-failure``: a progressive JPEG whose second
-  scan is invalid, read by ``crop_batch`` drawing samples together, which
-  answers ``(0, Ellipsis)`` as documented (the harness once refused it)."""
+  scan is invalid: its batch fails in the decoder after its header was
+  taken (the harness once refused what the batch answered)."""
 
 from __future__ import annotations
 

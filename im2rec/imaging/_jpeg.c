@@ -342,9 +342,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
 #include "_batch.h"
 
 static PyMethodDef methods[] = {
-    {"crop_plan", crop_plan, METH_VARARGS, "the options of crop, checked, as a capsule"},
-    {"crop", crop, METH_VARARGS, "a training sample drawn, decoded and resampled into planes"},
-    {"crop_batch", crop_batch, METH_VARARGS, "crop on the records of a batch, read from the .rec"},
+    {"crop_plan", crop_plan, METH_VARARGS, "a training crop's output side, checked, as a capsule"},
+    {"sizes", sizes, METH_VARARGS, "the sizes of the payloads this decoder takes, up to the first not"},
+    {"render", render, METH_VARARGS, "a batch of payloads decoded and resampled as planned"},
     {"_helper", helper_running, METH_NOARGS, "whether this process has its idle-time helper"},
     {"header", header, METH_VARARGS, "(width, height, components, colour space, EXIF orientation)"},
     {"decode", decode, METH_VARARGS, "(pixels, left, top, width, height) of a region"},

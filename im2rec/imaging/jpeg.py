@@ -30,21 +30,22 @@ file cut short below it; Pillow reads to the end and says it is truncated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 from PIL import Image
 
 from .. import native
 from ..errors import ImageCodecError
-from .codec import Box, Plan, check_pixels, opencv_mode, pixel_limit, resize
+from .codec import Plan, check_pixels, opencv_mode, pixel_limit, resize
+from .columns import ARRAYS, SCALARS
 
 # (None: built without a compiler or libjpeg headers, or switched off: Pillow decodes)
 _native: Any = native.load("jpeg")
 
-__all__ = ["Window", "enabled", "libjpeg_turbo_version", "region", "window"]
+__all__ = ["Regions", "Window", "enabled", "libjpeg_turbo_version", "region", "regions", "window"]
 
 _JCS_GRAYSCALE, _JCS_RGB, _JCS_YCBCR = 1, 2, 3
 #: how far each of Pillow's filters reaches from a sample, in source pixels
@@ -145,22 +146,11 @@ def window(
     box, size = plan(width, height)
     check_pixels(size, "the resized image", output=True)
     method = resample() if callable(resample) else resample
-    scale = _draft_scale((width, height), box, size)
-    # Pillow's geometry at this scale: its size rounds up, and the box is
-    # scaled by the ratio of sizes (as _crop_resize does after a draft).
+    scale, (left, top, right, bottom), fbox, exact = region_rule(
+        SCALARS, width, height, *box, size, method
+    )
+    left, top, right, bottom = int(left), int(top), int(right), int(bottom)
     sw, sh = -(-width // scale), -(-height // scale)
-    fx, fy = sw / width, sh / height
-    fbox = (box[0] * fx, box[1] * fy, box[2] * fx, box[3] * fy)
-    cut = tuple(map(int, box))
-    exact = scale == 1 and cut == box and size == (cut[2] - cut[0], cut[3] - cut[1])
-    if exact:  # a plain cut: no filter reaches beyond the box
-        left, top, right, bottom = cut
-    else:
-        reach = _SUPPORT.get(method, 3.0)
-        mx = math.ceil(reach * max(1.0, (fbox[2] - fbox[0]) / size[0])) + 1
-        my = math.ceil(reach * max(1.0, (fbox[3] - fbox[1]) / size[1])) + 1
-        left, top = max(0, math.floor(fbox[0]) - mx), max(0, math.floor(fbox[1]) - my)
-        right, bottom = min(sw, math.ceil(fbox[2]) + mx), min(sh, math.ceil(fbox[3]) + my)
     try:
         got = _native.decode(data, scale, left, top, right, bottom, color == 0, pixel_limit(), rgbx)
     except ValueError as exc:
@@ -175,13 +165,79 @@ def window(
     )
 
 
-def _draft_scale(full: tuple[int, int], box: Box, size: tuple[int, int]) -> int:
-    """The DCT scale denominator Pillow's ``draft`` picks for this crop
-    (see ``imaging._draft``): the smallest image still holding the crop at
-    the output size or more."""
-    crop_w, crop_h = box[2] - box[0], box[3] - box[1]
-    if size[0] * 2 > crop_w or size[1] * 2 > crop_h:
-        return 1
-    need = (math.ceil(full[0] * size[0] / crop_w), math.ceil(full[1] * size[1] / crop_h))
-    fits = min(full[0] // need[0], full[1] // need[1])
-    return next((s for s in (8, 4, 2, 1) if fits >= s), 1)
+class Regions(NamedTuple):
+    """What decoding and resampling a batch of crops need (one row each)."""
+
+    scale: np.ndarray  # the DCT scale denominator (int64: 1, 2, 4 or 8)
+    bounds: np.ndarray  # (n, 4) int64: left, top, right, bottom of the region at that scale
+    fbox: np.ndarray  # (n, 4) float64: the crop's box at that scale
+    exact: np.ndarray  # bool: a plain cut (no resampling), the region the box itself
+
+
+def regions(
+    width: np.ndarray,
+    height: np.ndarray,
+    boxes: np.ndarray,
+    size: tuple[int, int],
+    method: Image.Resampling,
+) -> Regions:
+    """:func:`region_rule` for a batch: ``boxes`` ``(n, 4)`` in stored
+    pixels of ``width`` x ``height`` images (what the C decoder's batch is
+    given, im2rec/imaging/_crop.h)."""
+    width = np.asarray(width, np.int64)
+    height = np.asarray(height, np.int64)
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x0, y0, x1, y1 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+        got = region_rule(ARRAYS, width, height, x0, y0, x1, y1, size, method)
+    scale, bounds, fbox, exact = got
+    return Regions(
+        np.asarray(scale, np.int64), np.stack(bounds, axis=1).astype(np.int64),
+        np.stack(fbox, axis=1), np.asarray(exact, bool),
+    )  # fmt: skip
+
+
+def region_rule(
+    ops: Any, width: Any, height: Any, x0: Any, y0: Any, x1: Any, y1: Any,
+    size: tuple[int, int], method: Image.Resampling,
+) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+    """The one rule for where a crop ``(x0, y0, x1, y1)`` of a ``width`` x
+    ``height`` JPEG resampled to ``size`` with ``method`` is decoded, written
+    once over ``ops`` (:data:`_SCALARS` for one sample, :data:`_ARRAYS` for
+    a batch's columns): the smallest DCT scale that keeps the output size
+    (Pillow's ``draft`` rule: 1 when the crop is under twice the output),
+    the box at that scale (scaled by the ratio of sizes, as Pillow's
+    ``_crop_resize`` after a draft, whose sizes round up), and the region:
+    the box itself for a plain cut (scale 1, a whole-pixel box of the
+    output size), else the box widened by the reach of the filter and kept
+    in the image. Returns ``(scale, (left, top, right, bottom), (box at the
+    scale), plain cut)``."""
+    crop_w, crop_h = x1 - x0, y1 - y0
+    small = ops.either(size[0] * 2 > crop_w, size[1] * 2 > crop_h)
+    need_w = ops.count(ops.ceil(width * size[0] / ops.maximum(crop_w, _TINY)))
+    need_h = ops.count(ops.ceil(height * size[1] / ops.maximum(crop_h, _TINY)))
+    fits = ops.minimum(width // need_w, height // need_h)
+    scale = ops.where(fits >= 8, 8, ops.where(fits >= 4, 4, ops.where(fits >= 2, 2, 1)))
+    scale = ops.where(small, 1, scale)
+    sw, sh = -(-width // scale), -(-height // scale)
+    fx, fy = sw / width, sh / height
+    f0, f1, f2, f3 = x0 * fx, y0 * fy, x1 * fx, y1 * fy
+    c0, c1, c2, c3 = ops.trunc(x0), ops.trunc(y0), ops.trunc(x1), ops.trunc(y1)
+    exact = ops.every(
+        scale == 1, c0 == x0, c1 == y0, c2 == x1, c3 == y1, c2 - c0 == size[0],
+        c3 - c1 == size[1],
+    )  # fmt: skip
+    reach = _SUPPORT.get(method, 3.0)
+    mx = ops.ceil(reach * ops.maximum(1.0, (f2 - f0) / size[0])) + 1
+    my = ops.ceil(reach * ops.maximum(1.0, (f3 - f1) / size[1])) + 1
+    bounds = (
+        ops.where(exact, c0, ops.maximum(0, ops.floor(f0) - mx)),
+        ops.where(exact, c1, ops.maximum(0, ops.floor(f1) - my)),
+        ops.where(exact, c2, ops.minimum(sw, ops.ceil(f2) + mx)),
+        ops.where(exact, c3, ops.minimum(sh, ops.ceil(f3) + my)),
+    )
+    return scale, bounds, (f0, f1, f2, f3), exact
+
+
+#: a crop side below this is under twice any output (the scale is 1 then)
+_TINY = 1e-9

@@ -1,8 +1,8 @@
-"""The training crop in one C call (im2rec/imaging/_crop.h, fused.crop):
-the same samples as the Python one-pass path, drawing the same numbers
-from numpy's generator in the same order (the generator's state after each
-sample is compared), and where it does not apply, nothing drawn and the
-Python path taking the sample as before."""
+"""The training crop rendered in C from decisions made in Python
+(im2rec/imaging/_crop.h, fused.crop): the same samples as the Python
+one-pass path, which draws the same numbers in the same order (the
+generator's state after each sample is compared); where the C decoder does
+not apply, nothing drawn and the Python path taking the sample as before."""
 
 from __future__ import annotations
 
@@ -110,10 +110,10 @@ def test_plain_cuts_and_the_fallback_window() -> None:
     same(*pair(data_shape=(3, 64, 300), **options), PAYLOADS, 2)
 
 
-def test_huge_ranges_take_numpys_rejection_sampling() -> None:
+def test_huge_resized_sizes_are_planned_alike() -> None:
     # A 16x9000 image resized to a short side of 32,768 is 18 million rows
-    # tall: its integers(0, n) draws reject now and then (n/2**32), and
-    # must reject exactly as numpy does.
+    # tall, and a resize past it is taken too: the geometry is numpy's
+    # int64 and float64 on both paths.
     tall = encode(photo(16, 9000, seed=6))
     options = dict(RRC, resize=32768, min_random_area=0.0001, max_random_area=0.001)
     same(*pair(data_shape=(3, 8, 8), **options), [tall] * 200, 3)
@@ -197,27 +197,65 @@ def test_the_augmenter_pickles_with_its_plan() -> None:
     same(copy, pair(data_shape=(3, 40, 40), **RRC)[1], PAYLOADS, 6)
 
 
-def test_options_outside_its_checks_stay_on_the_python_path() -> None:
-    assert Augmenter((3, 8, 8), **{**RRC, "resize": 40000})._native is None
-    assert Augmenter((3, 8, 8), **{**RRC, "max_random_area": 1e7})._native is None
+def test_options_it_does_not_render_stay_on_the_python_path() -> None:
     assert Augmenter((3, 8, 8), **{**RRC, "inter_method": 10})._native is None
+    assert Augmenter((3, 8, 8), **{**RRC, "inter_method": 0})._native is None  # a step filter
     assert Augmenter((3, 8, 8), rand_crop=True)._native is None
     assert Augmenter((3, 8, 8), **RRC, brightness=0.2)._native is None
+    # sizes and ranges are numpy's to plan: taken, and the same as Python's
+    for extreme in ({"resize": 40000}, {"max_random_area": 1e7}):
+        same(*pair(data_shape=(3, 8, 8), **{**RRC, **extreme}), PAYLOADS, 7)
+
+
+def regions_for(plan: Any, sizes: np.ndarray, seed: int = 0) -> np.ndarray:
+    rows, _ = plan.decide(sizes, np.random.default_rng(seed).random((len(sizes), plan.draws)))
+    return rows
 
 
 def test_the_c_side_checks_what_it_is_given() -> None:
     with pytest.raises(ValueError, match="bad options"):
-        jpeg_ext.crop_plan(2, 8, 8, 0, 0.1, 1.0, 0.5, 2.0, True, False, 2, None, None)
+        jpeg_ext.crop_plan(2, 8, 8, 2, None, None)  # two channels
     with pytest.raises(ValueError, match="bad options"):
-        jpeg_ext.crop_plan(3, 8, 8, 0, 0.1, 1.0, 0.5, 2.0, True, False, 4, None, None)  # box
+        jpeg_ext.crop_plan(3, 8, 8, 4, None, None)  # the box filter
+    with pytest.raises(ValueError, match="bad options"):
+        jpeg_ext.crop_plan(3, 0, 8, 2, None, None)
     plan = Augmenter((3, 8, 8), **RRC)._native
-    rng = np.random.default_rng(0)
     data = encode(photo(30, 30))
-    for out in (np.empty((3, 8, 7), np.float32), np.empty((3, 8, 8), np.float32)[:, :, ::2]):
+    starts, lengths = np.zeros(1, np.int64), np.array([len(data)], np.int64)
+    sizes = np.empty((1, 2), np.int64)
+    assert jpeg_ext.sizes(data, starts, lengths, 1 << 30, sizes) == 1
+    assert sizes.tolist() == [[30, 30]]
+    # a span outside the data, or over the pixel limit: not taken
+    for at, n, limit in ((1, len(data), 1 << 30), (-1, 4, 1 << 30), (0, len(data) + 1, 1 << 30),
+                         (0, len(data), 899)):  # fmt: skip
+        assert jpeg_ext.sizes(data, np.array([at]), np.array([n]), limit, sizes) == 0
+    for bad in ((data, starts, lengths[:0], 1 << 30, sizes), (data, starts, lengths, -1, sizes),
+                (data, starts, lengths, 1 << 30, sizes[:, :1].copy())):  # fmt: skip
+        with pytest.raises(ValueError):
+            jpeg_ext.sizes(*bad)
+    rows = regions_for(plan, sizes)
+    out = np.empty((3, 8, 8), np.float32)
+    assert jpeg_ext.render(plan.capsule, data, starts, lengths, rows, out, 1 << 30) == (1, None)
+    for wrong in (np.empty((3, 8, 7), np.float32), np.empty((3, 8, 8), np.float32)[:, :, ::2]):
         with pytest.raises((TypeError, ValueError)):
-            jpeg_ext.crop(plan, data, out, rng.bit_generator, 1 << 30)
+            jpeg_ext.render(plan.capsule, data, starts, lengths, rows, wrong, 1 << 30)
     with pytest.raises(ValueError):  # not a plan
-        jpeg_ext.crop(object(), data, np.empty((3, 8, 8), np.float32), rng.bit_generator, 1 << 30)
+        jpeg_ext.render(object(), data, starts, lengths, rows, out, 1 << 30)
+    # rows that are not a region are the caller's bug; a region outside the
+    # image is the sample's failure
+    for column, value in ((1, 3.0), (0, 0.5), (3, -1.0), (5, 0.0), (7, np.nan), (4, 2.0**40)):
+        bad = rows.copy()
+        bad[0, column] = value
+        with pytest.raises(ValueError, match="not a region"):
+            jpeg_ext.render(plan.capsule, data, starts, lengths, bad, out, 1 << 30)
+    outside = rows.copy()
+    outside[0, 1:7] = (1, 0, 0, 0, 31, 31)  # scale 1, past the 30x30 image
+    done, why = jpeg_ext.render(plan.capsule, data, starts, lengths, outside, out, 1 << 30)
+    assert done == 0 and "outside" in why
+    # a payload the header check refuses is that sample's failure too
+    done, why = jpeg_ext.render(plan.capsule, b"\xff\xd8\xff" + b"\0" * 8, starts,
+                                np.array([11]), rows, out, 1 << 30)  # fmt: skip
+    assert done == 0 and "not an image" in why
 
 
 @pytest.mark.parametrize("switch", ["1", "0"])

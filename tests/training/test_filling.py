@@ -1,9 +1,11 @@
-"""RecordDataset.__getitems__ reading and cropping a batch in one C call
-(im2rec/imaging/_batch.h, fused.Writer.records): the same samples, labels,
-errors, skips and generator state as the sample-at-a-time path, on files
-that hold everything the C loop hands back to Python (other formats,
+"""RecordDataset.__getitems__ and the iterator's workers reading a batch's
+records at once (recordio/spans.py), planning its crops with numpy and
+rendering them in one C call (im2rec/imaging/_batch.h,
+fused.Writer.records): the same samples, labels, errors, skips and
+generator state as the sample-at-a-time path, on files that hold
+everything the batch hands back to the per-sample path (other formats,
 several labels, damaged images, spans that are not one record, a crop left
-to Pillow), and its own checks of what it is given."""
+to Pillow)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from PIL import Image
 from im2rec import native
 from im2rec.errors import DatasetError, ImageCodecError
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.recordio.reader import SPAN_LIMIT, SPAN_MISSES
+from im2rec.recordio.reader import SPAN_MISSES
 from im2rec.training.augment import Augmenter, fused
 from im2rec.training.augment import seeding as augment_module
 from im2rec.training.dataset import RecordDataset
@@ -86,20 +88,21 @@ def dataset(rec: Path, shape: tuple[int, int, int] = (3, 20, 24), **kw: Any) -> 
 
 
 class Calls:
-    """fused._jpeg with its calls of crop_batch counted: (start, together,
-    next, outcome) each."""
+    """fused._jpeg with its calls of render seen: (samples, next, outcome)
+    each; ``batch`` counts those of more than one sample (the per-sample
+    path renders one at a time)."""
 
     def __init__(self) -> None:
         self.batch = 0
-        self.seen: list[tuple[int, bool, int, Any]] = []
+        self.seen: list[tuple[int, int, Any]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(jpeg_ext, name)
 
-    def crop_batch(self, *args: Any) -> Any:
-        self.batch += 1
-        got = jpeg_ext.crop_batch(*args)
-        self.seen.append((args[9], args[12], *got))
+    def render(self, *args: Any) -> Any:
+        self.batch += len(args[2]) > 1
+        got = jpeg_ext.render(*args)
+        self.seen.append((len(args[2]), *got))
         return got
 
 
@@ -233,58 +236,6 @@ def test_a_crop_left_to_pillow_is_finished_with_its_draws(
     assert_same(runs)
 
 
-def test_the_c_side_checks_what_it_is_given(mixed: Path) -> None:
-    plan = Augmenter((3, 8, 8), **RRC)._native  # type: ignore[arg-type]
-    gen = np.random.default_rng(0).bit_generator
-    fd = os.open(mixed, os.O_RDONLY)
-    try:
-        ds = RecordDataset(mixed)
-        offsets = np.asarray(ds.reader.index.offsets[:2], np.int64)
-        stops = np.asarray(ds.reader.index.offsets[1:3], np.int64)
-        out, labels = np.empty((2, 3, 8, 8), np.float32), np.zeros(2, np.float32)
-        ids = np.zeros(2, np.uint64)
-
-        def call(**at: Any) -> Any:
-            args = [
-                plan,
-                fd,
-                offsets,
-                stops,
-                out,
-                gen,
-                1 << 30,
-                labels,
-                ids,
-                0,
-                SPAN_LIMIT,
-                True,
-                False,
-            ]
-            for i, value in at.items():
-                args[int(i[1:])] = value
-            return jpeg_ext.crop_batch(*args)
-
-        assert call() == (2, None) and labels.tolist() == [0.0, 1.0] and ids.tolist() == [0, 1]
-        assert call(a8=None) == (2, None)  # ids are optional
-        for bad in (dict(a2=offsets[:1]), dict(a3=stops[:1]), dict(a7=np.zeros(3, np.float32)),
-                    dict(a2=np.zeros(3, np.int8)), dict(a9=3), dict(a9=-1), dict(a10=7),
-                    dict(a10=1 << 31), dict(a8=np.zeros(3, np.uint64))):  # fmt: skip
-            with pytest.raises(ValueError):
-                call(**bad)
-        with pytest.raises(ValueError):  # not a plan
-            call(a0=object())
-        with pytest.raises(TypeError):  # planes of another size
-            call(a4=np.empty((2, 3, 8, 7), np.float32))
-        # what it cannot read is left to the caller, nothing drawn
-        before = gen.state
-        for where in (dict(a1=-1), dict(a2=offsets - 1), dict(a2=-offsets - 1),
-                      dict(a3=offsets), dict(a10=16 + 24 + 8), dict(a3=stops + 10**12)):  # fmt: skip
-            assert call(**where) == (0, None)
-        assert gen.state == before
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.slow
 def test_the_iterators_workers_fill_batches_as_one_sample_at_a_time(
@@ -327,19 +278,18 @@ def test_the_iterators_workers_fill_batches_as_one_sample_at_a_time(
         assert pad == w_pad
 
 
-def test_a_run_drawn_together_past_a_failure_is_taken_again_one_by_one(
+def test_a_failure_after_later_samples_were_drawn_leaves_the_generator_as_one_by_one(
     mixed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 11 fails in its decoder after 2 and 4 were drawn with it: the
-    # generator goes back and the samples are taken one at a time from 0.
-    if not jpeg_ext._helper():
-        pytest.skip("no idle-time helper here: samples are never drawn ahead")
-    ds = dataset(mixed)
+    # 11 fails in its decoder after 2 and 4 were drawn and rendered with it:
+    # the generator is put back to just after 11's draws, 12 is taken in
+    # its place (one sample), and the batch goes on from 2.
+    ds = dataset(mixed, on_corrupt="skip")
     calls = Calls()
     monkeypatch.setattr(fused, "_jpeg", calls)
     runs = both_ways(ds, [0, 1, 11, 2, 4], 9, monkeypatch)
-    assert (0, True, 2, Ellipsis) in calls.seen and (0, False, 2, calls.seen[-1][3]) in calls.seen
-    assert isinstance(calls.seen[-1][3], str) and "Quantization" in calls.seen[-1][3]
+    assert calls.seen[0][:2] == (5, 2) and "Quantization" in calls.seen[0][2]
+    assert [seen[:2] for seen in calls.seen[1:3]] == [(1, 1), (2, 2)]  # (then one by one)
     assert_same(runs)
 
 

@@ -29,6 +29,7 @@ from PIL import Image
 
 from ...errors import ConfigError
 from ...imaging.codec import Plan, opencv_mode, pixel_limit, resize
+from ...imaging.columns import SCALARS
 from ...imaging.regions import decode_region
 from . import fused, geometry, options, reuse
 from .color import Photometric
@@ -175,9 +176,8 @@ class Augmenter:
         ):
             return None
         return fused.crop_plan(
-            self.channels, (rule.out_w, rule.out_h), int(self.resize), rule.area, rule.ratio,
-            (self.rand_mirror, self.mirror), INTERPOLATION[self.inter_method],
-            self._coef if self.dtype == "float32" else None,
+            self.channels, rule, int(self.resize), (self.rand_mirror, self.mirror),
+            INTERPOLATION[self.inter_method], self._coef if self.dtype == "float32" else None,
         )  # fmt: skip
 
     def __getstate__(self) -> dict[str, Any]:
@@ -203,7 +203,7 @@ class Augmenter:
         Raises :class:`~im2rec.errors.ImageCodecError` for undecodable data,
         and a :class:`ConfigError` for an image the crop options cannot fit
         (smaller than ``max_crop_size``)."""
-        done = fused.crop(self._native, payload, out, rng) if self._native is not None else None
+        done = fused.crop(self._native, payload, out, rng)
         if done is not True:
             self._rest(done, payload, out, rng)
 
@@ -285,9 +285,14 @@ class Augmenter:
         rule = self._crop
 
         def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+            out = (rule.out_w, rule.out_h)
+            if rule.uses_area():  # the batch's rule, for one sample
+                draws = rng.random(geometry.RRC_DRAWS).tolist()
+                box, sides = geometry.planned_box(SCALARS, width, height, self.resize, rule, draws)
+                chosen.append(interp((int(sides[0]), int(sides[1])), out))
+                return (float(box[0]), float(box[1]), float(box[2]), float(box[3])), out
             vw, vh = geometry.resized(width, height, self.resize)
             box, size, cropped = geometry.final_crop(vw, vh, rule, rng, self._too_small)
-            out = (rule.out_w, rule.out_h)
             if not cropped:  # enlarged to `size` if needed, then the output window
                 chosen.append(interp((vw, vh), out))
                 x, y = geometry.centre_window(*size, rule, rng)

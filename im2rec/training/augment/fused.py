@@ -22,8 +22,8 @@ part of the general path: with it, this path is about twice as fast
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,13 +33,15 @@ from ... import native
 from ...errors import ImageCodecError
 from ...imaging import jpeg
 from ...imaging.codec import Plan, pillow_simd, pixel_limit
+from ...recordio import spans
+from . import geometry
 
 # (None: built without a compiler, or switched off: numpy normalises)
 _tensor: Any = native.load("tensor")
-# (None: no region decoder; crop() is in it, using _tensor's C table)
+# (None: no region decoder; the crop's batch is in it, using _tensor's C table)
 _jpeg: Any = native.load("jpeg") if _tensor is not None else None
 
-__all__ = ["Writer", "available", "codec_error", "crop", "crop_plan", "write"]
+__all__ = ["CropPlan", "Writer", "available", "codec_error", "crop", "crop_plan", "write"]
 
 
 def _ours() -> frozenset[Image.Resampling]:
@@ -62,68 +64,108 @@ def available() -> bool:
     return _tensor is not None and jpeg.enabled()
 
 
+@dataclass(frozen=True)
+class CropPlan:
+    """MXNet's random-resized crop as the C decoder makes it: the decisions
+    (``rule``, ``resize``, ``mirror``: random, always) made here in Python by
+    :mod:`~im2rec.training.augment.geometry` and
+    :func:`~im2rec.imaging.jpeg.regions`, the pixels by ``capsule`` (the
+    output's shape, ``method`` and normaliser, checked in C)."""
+
+    capsule: Any
+    rule: geometry.CropRule
+    resize: int
+    mirror: tuple[bool, bool]
+    method: Image.Resampling
+
+    @property
+    def draws(self) -> int:
+        """The uniforms a sample takes, as the Python path draws them: the
+        mirror's coin (with a random mirror that is not always on), then
+        the crop's block (:data:`geometry.RRC_DRAWS`)."""
+        return int(self.mirror[0] and not self.mirror[1]) + geometry.RRC_DRAWS
+
+    def decide(self, sizes: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For images of ``sizes`` (``(n, 2)`` width, height) and their
+        ``draws`` (``(n, draws)``): the C decoder's rows (float64, one per
+        sample: mirror, scale, plain cut, region, box at the scale;
+        im2rec/imaging/_crop.h) and the boxes in stored pixels."""
+        rows = np.empty((len(sizes), _REGION_COLUMNS), np.float64)
+        coin = int(self.mirror[0] and not self.mirror[1])
+        rows[:, 0] = True if self.mirror[1] else (draws[:, 0] < 0.5) if coin else False
+        width, height = sizes[:, 0], sizes[:, 1]
+        boxes, _ = geometry.planned_boxes(width, height, self.resize, self.rule, draws[:, coin:])
+        got = jpeg.regions(width, height, boxes, (self.rule.out_w, self.rule.out_h), self.method)
+        rows[:, 1], rows[:, 2], rows[:, 3:7], rows[:, 7:] = (
+            got.scale,
+            got.exact,
+            got.bounds,
+            got.fbox,
+        )
+        return rows, boxes
+
+
+#: the most a writer keeps to read its batches' records into (a larger batch
+#: reads into memory of its own)
+_BUFFER_LIMIT = 64 << 20
+
+#: a region row's columns (_crop.h's Region: mirror, scale, cut, 4 bounds, 4 box)
+_REGION_COLUMNS = 11
+
+
 def crop_plan(
     channels: int,
-    size: tuple[int, int],
+    rule: geometry.CropRule,
     resize: int,
-    area: tuple[float, float],
-    ratio: tuple[float, float],
     mirror: tuple[bool, bool],
     method: Image.Resampling,
     coef: tuple[list[float], list[float]] | None,
-) -> Any:
-    """The options of :func:`crop` for a random-resized crop to ``size``
-    (``mirror``: random, always; ``coef``: the normaliser's ``k`` and ``mk``,
-    None for uint8), or None where the C path does not take them: not built,
-    a filter it does not resample as Pillow (:data:`_OURS`), or sizes past
-    what it checks (a resize above 32,768, an area or aspect range that
-    overflows; the Python path takes those)."""
+) -> CropPlan | None:
+    """The C decoder's plan for a random-resized crop by ``rule`` (``mirror``:
+    random, always; ``coef``: the normaliser's ``k`` and ``mk``, None for
+    uint8), or None where it does not take them: not built, or a filter it
+    does not resample as Pillow (:data:`_OURS`)."""
     if (
         _jpeg is None
-        or not hasattr(_jpeg, "crop")
+        or not hasattr(_jpeg, "render")
         or method not in _OURS
         or channels not in (1, 3)
-        or resize > 1 << 15
-        or area[1] > 1e6
-        or not 1e-9 <= ratio[0] <= ratio[1] <= 1e9
     ):
         return None
     k, mk = coef if coef is not None else (None, None)
-    return _jpeg.crop_plan(channels, size[0], size[1], resize, *area, *ratio, *mirror,
-                           int(method), k, mk)  # fmt: skip
+    capsule = _jpeg.crop_plan(channels, rule.out_w, rule.out_h, int(method), k, mk)
+    return CropPlan(capsule, rule, resize, mirror, method)
 
 
 def crop(
-    plan: Any, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator
+    plan: CropPlan | None, payload: bytes | memoryview, out: np.ndarray, rng: np.random.Generator
 ) -> bool | tuple[bool, tuple[float, float, float, float]] | None:
-    """Augmenter.write's whole one-pass path in one C call: the mirror and
-    the random-resized crop drawn from ``rng`` (numpy's own draws, the same
-    stream), the JPEG region decoded and resampled into ``out``. True when
-    done; None, with nothing drawn, where the Python path is to run instead
-    (not a JPEG the region decoder takes, over the pixel limit); ``(flip,
-    box)`` when the draws are made but the resampler leaves the sample to
-    Pillow (the caller finishes it with them)."""
-    crop_one = cropper(plan, rng)
-    return None if crop_one is None else crop_one(payload, out)
-
-
-def cropper(
-    plan: Any, rng: np.random.Generator
-) -> Callable[[bytes | memoryview, np.ndarray], Any] | None:
-    """:func:`crop` for a batch of samples drawn from ``rng``, with the
-    switch (``IM2REC_NATIVE_JPEG``) and the pixel limit read once; None
-    where there is no plan or the region decoder is off."""
+    """Augmenter.write's one-pass path through the C decoder: the mirror and
+    the random-resized crop drawn from ``rng`` (the Python path's draws),
+    the JPEG region decoded and resampled into ``out``. True when done;
+    None, with nothing drawn, where the Python path is to run instead (not a
+    JPEG the region decoder takes, over the pixel limit); ``(flip, box)``
+    when the draws are made but the resampler leaves the sample to Pillow
+    (the caller finishes it with them)."""
     if plan is None or not jpeg.enabled():
         return None
-    native_crop, bits, limit = _jpeg.crop, rng.bit_generator, pixel_limit()
+    limit, starts, lengths = pixel_limit(), np.zeros(1, np.int64), np.array([len(payload)])
+    sizes = np.empty((1, 2), np.int64)
+    if _jpeg.sizes(payload, starts, lengths, limit, sizes) == 0:
+        return None
+    rows, boxes = plan.decide(sizes, rng.random((1, plan.draws)))
+    done, outcome = _jpeg.render(plan.capsule, payload, starts, lengths, rows, out, limit)
+    if done:
+        return True
+    if outcome is False:
+        return _drawn(rows, boxes, 0)
+    raise codec_error(outcome) from ValueError(outcome)
 
-    def crop_one(payload: bytes | memoryview, out: np.ndarray) -> Any:
-        try:
-            return native_crop(plan, payload, out, bits, limit)
-        except ValueError as exc:
-            raise codec_error(str(exc)) from exc
 
-    return crop_one
+def _drawn(rows: np.ndarray, boxes: np.ndarray, j: int) -> tuple[bool, geometry.Box]:
+    """Sample ``j``'s draws as :meth:`Writer.finish` takes them."""
+    x0, y0, x1, y1 = (float(v) for v in boxes[j])
+    return bool(rows[j, 0]), (x0, y0, x1, y1)
 
 
 def codec_error(why: str) -> ImageCodecError:
@@ -138,24 +180,25 @@ Rest = Callable[[Any, "bytes | memoryview", np.ndarray, np.random.Generator], No
 class Writer:
     """What :meth:`Augmenter.writer <im2rec.training.augment.Augmenter.writer>`
     returns: ``write(payload, out)`` is ``Augmenter.write`` with one
-    generator, what it looks up for every sample looked up once; for a
-    batch read straight from the ``.rec``, :meth:`records` runs the C loop
-    over many samples and :meth:`finish` completes one it stopped at."""
+    generator; for a batch read straight from the ``.rec``, :meth:`records`
+    runs the C decoder over many samples and :meth:`finish` completes one it
+    stopped at."""
 
-    __slots__ = ("_crop", "_plan", "_rest", "_rng")
+    __slots__ = ("_buffer", "_plan", "_rest", "_rng")
 
-    def __init__(self, plan: Any, rest: Rest, rng: np.random.Generator) -> None:
-        self._crop, self._plan, self._rest, self._rng = cropper(plan, rng), plan, rest, rng
+    def __init__(self, plan: CropPlan | None, rest: Rest, rng: np.random.Generator) -> None:
+        self._plan, self._rest, self._rng = plan, rest, rng
+        self._buffer = np.empty(0, np.uint8)  # the records of a batch, grown to the largest
 
     def __call__(self, payload: bytes | memoryview, out: np.ndarray) -> None:
-        done = self._crop(payload, out) if self._crop is not None else None
+        done = crop(self._plan, payload, out, self._rng)
         if done is not True:
             self._rest(done, payload, out, self._rng)
 
     @property
     def batched(self) -> bool:
-        """Whether :meth:`records` can run (the C crop is on)."""
-        return self._crop is not None and hasattr(_jpeg, "crop_batch")
+        """Whether :meth:`records` can run (the C decoder takes the crop)."""
+        return self._plan is not None and jpeg.enabled()
 
     def records(
         self,
@@ -172,26 +215,41 @@ class Writer:
         """Samples ``start..`` of a batch read from ``fd`` (each record's
         bytes ``offsets[j]:stops[j]``, int64) into ``out`` (the batch's
         array), their labels into ``labels`` (float32; with ``classes``,
-        class indices only) and ids into ``ids`` (uint64, or None), the same draws as calling this
-        writer on each. ``(next, outcome)``: the first sample not done, and
-        what :meth:`finish` needs to complete it (``_jpeg.crop_batch``,
-        im2rec/imaging/_batch.h)."""
-        bits = self._rng.bit_generator
-        run = functools.partial(
-            _jpeg.crop_batch, self._plan, fd, offsets, stops, out, bits, pixel_limit(), labels,
-            ids, start, span_limit, classes,
+        class indices only) and ids into ``ids`` (uint64, or None), the same
+        draws as calling this writer on each. ``(next, outcome)``: the first
+        sample not done, and what :meth:`finish` needs to complete it: None
+        (nothing drawn for it: not one whole single-label record, or not a
+        JPEG the decoder takes), ``(flip, box)`` (drawn, left to Pillow) or
+        the decoder's message (drawn, and it failed)."""
+        plan = self._plan
+        assert plan is not None, "records() needs the C decoder (see batched)"
+        need = int(np.sum(stops[start:] - offsets[start:], dtype=np.int64))
+        if 0 < need <= _BUFFER_LIMIT and len(self._buffer) < need:
+            self._buffer = np.empty(need, np.uint8)
+        got = spans.read_singles(
+            fd, offsets[start:], stops[start:], span_limit, classes, self._buffer
+        )
+        limit = pixel_limit()
+        sizes = np.empty((got.taken, 2), np.int64)
+        k = _jpeg.sizes(got.data, got.starts, got.lengths, limit, sizes) if got.taken else 0
+        if k == 0:
+            return start, None
+        rng = self._rng
+        saved = rng.bit_generator.state
+        rows, boxes = plan.decide(sizes[:k], rng.random((k, plan.draws)))
+        done, outcome = _jpeg.render(
+            plan.capsule, got.data, got.starts[:k], got.lengths[:k], rows, out[start : start + k],
+            limit,
         )  # fmt: skip
-        if not _jpeg._helper():  # (IM2REC_HELPER=0, not Linux): one by one
-            return run(False)  # type: ignore[no-any-return]
-        # Drawn together, decoded by this thread and the idle-time helper;
-        # where a sample stops that run with others drawn after it, the
-        # generator is put back and the samples are taken one by one.
-        saved = bits.state
-        got: tuple[int, Any] = run(True)
-        if got[1] is Ellipsis:
-            bits.state = saved
-            got = run(False)
-        return got
+        labels[start : start + done] = got.labels[:done]
+        if ids is not None:
+            ids[start : start + done] = got.ids[:done]
+        if done < k:  # the generator as the sample-at-a-time path leaves it there
+            rng.bit_generator.state = saved
+            rng.random((done + 1, plan.draws))
+            if outcome is False:
+                outcome = _drawn(rows, boxes, done)
+        return start + done, outcome
 
     def finish(self, outcome: Any, payload: bytes | memoryview, out: np.ndarray) -> None:
         """The sample :meth:`records` stopped at, as this writer would have

@@ -9,18 +9,43 @@ The random draws follow MXNet's distributions (uniform reals, uniform
 integers, a coin for the random-resized crop's orientation); MXNet's
 generator (libstdc++'s ``mt19937`` distributions) is not reproduced, so the
 same seed does not give MXNet's crops, only crops drawn the same way.
+
+The random-resized crop is the one rule here for every path that makes it
+(the Python path, the batch the C decoder renders): a sample takes a fixed
+block of :data:`RRC_DRAWS` uniforms from numpy's ``Generator.random``, five
+a try (area, aspect, orientation, row, column), used or not, and
+:func:`random_resized` turns blocks into boxes: written once, over Python
+numbers for one sample and numpy columns for a batch
+(:mod:`~im2rec.imaging.columns`). A
+fixed count makes a batch's draws one ``random((n, RRC_DRAWS))`` call whose
+rows are the per-sample calls' blocks, in order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-__all__ = ["Affine", "CropRule", "Interp", "affine_warp", "final_crop", "pick_interp"]
+from ...imaging.columns import ARRAYS, SCALARS
+
+__all__ = [
+    "RRC_DRAWS",
+    "Affine",
+    "CropRule",
+    "Interp",
+    "affine_warp",
+    "final_crop",
+    "pick_interp",
+    "planned_box",
+    "planned_boxes",
+    "random_resized",
+]
 
 Box = tuple[float, float, float, float]
 #: ``(old size, new size) -> Pillow filter`` for one resampling step.
@@ -37,6 +62,10 @@ INTERPOLATION = {
 }
 INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
 _BORDER = 2  # fill pixels around a warped image: the reach of a bicubic filter
+#: MXNet's tries of its random-resized crop before the whole image is taken
+RRC_TRIES = 10
+#: uniforms a random-resized crop takes per sample: five a try
+RRC_DRAWS = 5 * RRC_TRIES
 
 
 def pick_interp(method: int, rng: np.random.Generator) -> Interp:
@@ -61,15 +90,18 @@ def pick_interp(method: int, rng: np.random.Generator) -> Interp:
 def resized(width: int, height: int, resize: int) -> tuple[int, int]:
     """The ``resize`` step: the short side becomes ``resize``, the long
     side ``resize * long // short`` (MXNet's integer arithmetic)."""
+    return resized_by(SCALARS, width, height, resize)  # type: ignore[no-any-return]
+
+
+def resized_by(ops: Any, width: Any, height: Any, resize: int) -> Any:
+    """:func:`resized` over ``ops`` (:mod:`~im2rec.imaging.columns`)."""
     if resize <= 0:
         return width, height
-    if height > width:
-        return resize, resize * height // width
-    return resize * width // height, resize
-
-
-def _round(value: float) -> int:
-    return math.floor(value + 0.5)  # C's std::round for the positive sizes here
+    tall = height > width
+    return (
+        ops.where(tall, resize, resize * width // ops.maximum(height, 1)),
+        ops.where(tall, resize * height // ops.maximum(width, 1), resize),
+    )
 
 
 @dataclass(frozen=True)
@@ -106,18 +138,10 @@ def final_crop(
     of its random-resized crop."""
     out_w, out_h = rule.out_w, rule.out_h
     if rule.uses_area():
-        area = width * height
-        for _ in range(10):
-            target = area * rng.uniform(*rule.area)
-            aspect = rng.uniform(*rule.ratio)
-            h = _round(math.sqrt(target / aspect))
-            w = _round(math.sqrt(target * aspect))
-            if rng.random() > 0.5:
-                w, h = h, w
-            if 0 < h <= height and 0 < w <= width:
-                y = int(rng.integers(0, height - h + 1))
-                x = int(rng.integers(0, width - w + 1))
-                return (x, y, x + w, y + h), (out_w, out_h), True
+        draws = rng.random(RRC_DRAWS).tolist()
+        (x0, y0, x1, y1), found = random_resized(SCALARS, width, height, rule, draws)
+        if found:
+            return (x0, y0, x1, y1), (out_w, out_h), True
     elif rule.crop_size is not None:
         if width < rule.crop_size[1] or height < rule.crop_size[1]:
             raise too_small(width, height)
@@ -129,6 +153,80 @@ def final_crop(
             y, x = y // 2, x // 2
         return (x, y, x + side, y + side), (out_w, out_h), True
     return (0, 0, width, height), enlarged(width, height, out_w, out_h), False
+
+
+def random_resized(
+    ops: Any, width: Any, height: Any, rule: CropRule, draws: Any
+) -> tuple[tuple[Any, Any, Any, Any], Any]:
+    """MXNet's random-resized crop of a ``width`` x ``height`` image from
+    ``draws`` (:data:`RRC_DRAWS` uniforms in [0, 1), five a try; over
+    ``ops``, numbers or columns, see :mod:`~im2rec.imaging.columns`): the
+    first of the tries (:func:`_try`) whose box fits. Returns the box
+    (whole numbers; zeros where no try fits) and whether one did."""
+    return ops.first_fit(functools.partial(_try, ops, rule), width, height, draws, RRC_TRIES)  # type: ignore[no-any-return]
+
+
+def _try(
+    ops: Any, rule: CropRule, width: Any, height: Any, u_area: Any, u_aspect: Any, coin: Any,
+    uy: Any, ux: Any,
+) -> tuple[Any, Any, Any, Any, Any]:  # fmt: skip
+    """One try of the random-resized crop from its five uniforms: an area
+    fraction and an aspect uniform in the rule's ranges, the sides
+    ``round(sqrt(area / aspect))`` high and ``round(sqrt(area * aspect))``
+    wide, swapped when the coin is above 0.5, and a position uniform over
+    the places the box fits (a draw's floor, kept below the count where
+    ``u * n`` rounds up). Returns ``(x, y, w, h, fits)``."""
+    (a0, a1), (r0, r1) = rule.area, rule.ratio
+    target = width * height * (a0 + (a1 - a0) * u_area)
+    aspect = r0 + (r1 - r0) * u_aspect
+    h = ops.floor(ops.sqrt(target / aspect) + 0.5)  # C's std::round of a positive
+    w = ops.floor(ops.sqrt(target * aspect) + 0.5)
+    swap = coin > 0.5
+    w, h = ops.where(swap, h, w), ops.where(swap, w, h)
+    fits = ops.every(h > 0, h <= height, w > 0, w <= width)
+    y = ops.minimum(ops.floor(uy * (height - h + 1)), height - h)
+    x = ops.minimum(ops.floor(ux * (width - w + 1)), width - w)
+    return x, y, w, h, fits
+
+
+def planned_box(
+    ops: Any, width: Any, height: Any, resize: int, rule: CropRule, draws: Any
+) -> tuple[tuple[Any, Any, Any, Any], tuple[Any, Any]]:
+    """The random-resized crop planned on a stored image, before decoding
+    (over ``ops``): the image resized (:func:`resized`), cropped by
+    :func:`random_resized` from its draws, or where no try fits enlarged
+    to the output (:func:`enlarged`) with the centre window taken, and the
+    box scaled back to the stored image. Returns the box in stored pixels
+    and the size the resampling starts from on the resized image (the
+    crop's, or the whole image's where no try fits: what :data:`Interp` is
+    asked about)."""
+    vw, vh = resized_by(ops, width, height, resize)
+    (x0, y0, x1, y1), found = random_resized(ops, vw, vh, rule, draws)
+    sides = (ops.where(found, x1 - x0, vw), ops.where(found, y1 - y0, vh))
+    window = functools.partial(_window, out_w=rule.out_w, out_h=rule.out_h)
+    x0, y0, x1, y1 = ops.fill(ops.negate(found), (x0, y0, x1, y1), window, vw, vh)
+    sx, sy = vw / width, vh / height
+    return (x0 / sx, y0 / sy, x1 / sx, y1 / sy), sides
+
+
+def planned_boxes(
+    width: np.ndarray, height: np.ndarray, resize: int, rule: CropRule, draws: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`planned_box` for a batch: ``draws`` ``(n, RRC_DRAWS)``; the
+    boxes ``(n, 4)`` (float64) and the sides ``(n, 2)``."""
+    width = np.asarray(width, np.int64)
+    height = np.asarray(height, np.int64)
+    box, sides = planned_box(ARRAYS, width, height, resize, rule, np.asarray(draws, np.float64))
+    return np.stack(box, axis=1).astype(np.float64), np.stack(sides, axis=1).astype(np.int64)
+
+
+def _window(vw: int, vh: int, out_w: int, out_h: int) -> tuple[float, float, float, float]:
+    """The output's centre window of an image enlarged to hold it, in the
+    image's coordinates (the random-resized crop's fallback)."""
+    size = enlarged(vw, vh, out_w, out_h)
+    x, y = (size[0] - out_w) // 2, (size[1] - out_h) // 2
+    ex, ey = size[0] / vw, size[1] / vh
+    return x / ex, y / ey, (x + out_w) / ex, (y + out_h) / ey
 
 
 def enlarged(width: int, height: int, out_w: int, out_h: int) -> tuple[int, int]:
