@@ -25,8 +25,10 @@ $(VENV)/.installed: pyproject.toml constraints/dev.txt scripts/install-pillow-si
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.
-$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/*/*.c im2rec/*/*.h im2rec/*.h)
+$(VENV)/.native: $(VENV)/.installed setup.py $(wildcard im2rec/*/*.c im2rec/*/*.h im2rec/*/*/*.h im2rec/*.h)
 	$(BIN)/python setup.py -q build_ext --inplace
+	@# (optional in setup.py: fail here where one could be built and was not)
+	$(BIN)/python scripts/check_native.py
 	$(BIN)/python -m compileall -q im2rec  # bytecode now: rec starts ~30 ms sooner where none is written
 	@touch $@
 

@@ -14,13 +14,14 @@ from setuptools import Extension, setup
 FLAGS = ["-O2", "-std=c99", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 # Overflow-checked arithmetic shared by every extension (docs/security.md).
 DEPENDS = ["im2rec/checked.h"]
-# _tensor.c's own headers: the resampler, its x86 kernels (AVX2 and AVX-512,
-# RGBX and planar) and weight tables, the plane writers, the tests' probes,
-# the Arrow reader, and the C table it gives _jpeg.c (whose training crops
-# are rendered in _crop.h)
+# _tensor.c's own headers: the resampler, its vector kernels (simd/: AVX2 and
+# AVX-512, RGBX and planar, weight tables, and the level they run at), the
+# plane writers, the tests' probes, the Arrow reader, and the C table it
+# gives _jpeg.c (whose training crops are rendered in _crop.h)
 HEADERS = (
-    "_resample.h", "_resample_x86.h", "_resample_avx2.h", "_plan_x86.h", "_planar_x86.h",
-    "_planar_avx2.h", "_planes.h", "_probes.h", "_arrow.h", "_tensor_api.h",
+    "_resample.h", "simd/level.h", "simd/resample_avx512.h", "simd/resample_avx2.h",
+    "simd/weights_x86.h", "simd/planar_avx512.h", "simd/planar_avx2.h", "_planes.h",
+    "_probes.h", "_arrow.h", "_tensor_api.h",
 )
 
 setup(

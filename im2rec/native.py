@@ -15,11 +15,14 @@ libjpeg headers were found), and the whole test suite runs both ways.
 * ``tensor`` (``im2rec.imaging._tensor``) crops, mirrors and normalises
   into the batch in one pass; without it, numpy.
 
-``IM2REC_NO_NATIVE=1`` turns all of them off; it is read when an extension
-is first asked for, which is when the module that uses it is imported, so
-set it before the process starts. ``IM2REC_NATIVE_JPEG=0`` turns off the
-JPEG region decoder alone (and the one-pass path, which needs it), at any
-time. ``rec --version`` says which are on.
+``IM2REC_SIMD=portable|avx2|avx512`` caps the vector kernels ``tensor``
+may run (im2rec/imaging/simd/README.md; the default, avx512, is no cap),
+read when ``tensor`` is loaded. ``IM2REC_NO_NATIVE=1`` turns all of them
+off; it is read when an extension is first asked for, which is when the
+module that uses it is imported, so set it before the process starts.
+``IM2REC_NATIVE_JPEG=0`` turns off the JPEG region decoder alone (and the
+one-pass path, which needs it), at any time. ``rec --version`` says which
+are on.
 """
 
 from __future__ import annotations
@@ -29,13 +32,18 @@ import os
 from types import ModuleType
 from typing import NamedTuple
 
+from .errors import ConfigError
+
 __all__ = [
     "MODULES",
+    "SIMD_LEVELS",
     "Extension",
     "extensions",
     "jpeg_regions_on",
     "jpeg_turbo_version",
     "load",
+    "simd_cap",
+    "simd_levels",
     "switched_off",
 ]
 
@@ -63,9 +71,29 @@ def jpeg_regions_on() -> bool:
     return os.environ.get("IM2REC_NATIVE_JPEG", "1") != "0"
 
 
+#: the words IM2REC_SIMD takes, lowest first
+SIMD_LEVELS = ("portable", "avx2", "avx512")
+
+
+def simd_cap() -> str | None:
+    """``IM2REC_SIMD``'s level, or None when unset; a
+    :class:`~im2rec.errors.ConfigError` for any other word."""
+    word = os.environ.get("IM2REC_SIMD", "").strip()
+    if not word:
+        return None
+    if word not in SIMD_LEVELS:
+        raise ConfigError(
+            f"IM2REC_SIMD={word!r} is not a level: use one of {', '.join(SIMD_LEVELS)} "
+            "(or unset it for the best this CPU has)"
+        )
+    return word
+
+
 def load(name: str) -> ModuleType | None:
     """The extension ``name`` (a key of :data:`MODULES`), or None when it is
     switched off or was not built."""
+    if name == "tensor":
+        simd_cap()  # (a bad word is the user's to fix, not a missing extension)
     if name not in _loaded:
         module = None
         if switched_off():
@@ -102,8 +130,18 @@ def jpeg_turbo_version(module: ModuleType | None) -> str | None:
     return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}" if v else None
 
 
+def simd_levels(module: ModuleType | None) -> tuple[str, str, str] | None:
+    """The ``tensor`` extension's vector level in use, the CPU's best and
+    the cap (``("avx2", "avx2", "avx512")``), or None without it."""
+    return None if module is None else tuple(module.simd())
+
+
 def _library(name: str, module: ModuleType | None) -> str | None:
     if name == "jpeg" and module is not None:
         version = jpeg_turbo_version(module)
         return f"libjpeg-turbo {version}" if version else "libjpeg"
+    levels = simd_levels(module) if name == "tensor" else None
+    if levels is not None:
+        level, cpu, cap = levels
+        return f"{level} kernels" + (f", IM2REC_SIMD={cap}; CPU {cpu}" if cap != "avx512" else "")
     return None

@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from ..errors import ConfigError
 from ..version import __version__
 from .common import EXIT_INTERRUPTED, handle_errors
 
@@ -47,6 +48,10 @@ def native_text() -> str:
 
     if native.switched_off():
         return "native extensions: all off (IM2REC_NO_NATIVE=1)"
+    try:
+        native.simd_cap()
+    except ConfigError as exc:
+        return f"native extensions: {exc}"
     parts = []
     for ext in native.extensions():
         library = f" ({ext.library})" if ext.library else ""

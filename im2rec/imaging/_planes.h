@@ -3,7 +3,7 @@
  * values are identical), or uint8 as they are; mirrored left-right when
  * asked. _tensor.c's normalise, split and resample write every row through
  * plane_row, so each row is written while it is still in cache. RGBX rows
- * use SSE2 (and AVX-512 from _resample_x86.h when the planes are 64-byte
+ * use SSE2 (and AVX-512 from simd/resample_avx512.h when the planes are 64-byte
  * aligned), with streaming stores into aligned planes: a sample is 600 kB
  * of a batch nobody reads before it is done.
  *
@@ -118,7 +118,7 @@ static void split_row(const unsigned char *restrict row, size_t step, unsigned c
     const size_t at1 = step == 1 ? 0 : 1, at2 = step == 1 ? 0 : 2;
     Py_ssize_t x = 0;
 #ifdef RS_X86
-    if (step == 4 && rs_have_avx512()) x = rs_split_rgbx_avx512(row, r, g, b, width, flip);
+    if (step == 4 && simd_avx512()) x = rs_split_rgbx_avx512(row, r, g, b, width, flip);
 #endif
     for (; x < width; x++) {  /* mirrored, output x is input width - 1 - x */
         const unsigned char *p = row + (size_t)(flip ? width - 1 - x : x) * step;
@@ -139,7 +139,7 @@ static void normalise_row(const unsigned char *row, Py_ssize_t pixel_bytes, floa
         Py_ssize_t done = 0;
 #ifdef RS_X86
         float *g = line + plane, *b = line + 2 * plane;
-        if (((uintptr_t)line | (uintptr_t)g | (uintptr_t)b) % 64 == 0 && rs_have_avx512())
+        if (((uintptr_t)line | (uintptr_t)g | (uintptr_t)b) % 64 == 0 && simd_avx512())
             done = rs_rgbx_row_avx512(row, line, g, b, width, k, mk, flip);
 #endif
 #ifdef HAVE_RGBX_ROW

@@ -60,7 +60,7 @@ static PyObject *planar(PyObject *self, PyObject *args) {
     if (!probe_sizes("_planar", in_size, in0, in1, out_size)) return NULL;
 #ifdef RS_X86
     rs_axis a;
-    if (!(avx2 ? rs_have_avx2() : rs_have_avx512_planar()) ||
+    if (!(avx2 ? simd_avx2() : simd_avx512_planar()) ||
         rs_plan(&a, in_size, in0, in1, out_size, filter, 2) < 0)
         Py_RETURN_NONE;
     int loads = 0, pairs = 0;

@@ -30,6 +30,7 @@
 #include <immintrin.h>
 #define RS_X86 1
 #endif
+#include "simd/level.h" /* which vector kernels may run */
 
 /* Pillow's filter numbers (Image.Resampling) */
 enum { RS_LANCZOS = 1, RS_BILINEAR = 2, RS_BICUBIC = 3, RS_BOX = 4, RS_HAMMING = 5 };
@@ -98,7 +99,7 @@ static void rs_free(rs_axis *a) {
 }
 
 #ifdef RS_X86
-#include "_plan_x86.h" /* rs_plan's loops eight and sixteen weights at a time */
+#include "simd/weights_x86.h" /* rs_plan's loops eight and sixteen weights at a time */
 #endif
 
 /* Pillow's precompute_coeffs and normalize_coeffs_8bpc (Pillow-SIMD's): in0
@@ -129,7 +130,7 @@ static int rs_plan(rs_axis *a, int in_size, float in0, float in1, int out_size, 
     const size_t n = (size_t)out_size * (size_t)ksize;
 #ifdef RS_X86
     /* 2: AVX-512, 1: AVX2, 0: neither */
-    fast = fast >= 2 && rs_have_avx512_plan() ? 2 : fast >= 1 && rs_have_avx2_plan() ? 1 : 0;
+    fast = fast >= 2 && simd_avx512_weights() ? 2 : fast >= 1 && simd_avx2() ? 1 : 0;
     if (fast == 2 && filter == RS_BILINEAR && ksize <= 8)
         rs_bilinear_avx512(kk, a->first, a->taps, in_size, (double)in0, scale, support,
                            1.0 / filterscale, out_size, ksize);
@@ -252,7 +253,7 @@ static void rs_vertical_row(const unsigned char *const *rows, const int16_t *k, 
 }
 
 #ifdef RS_X86
-#include "_resample_x86.h"
+#include "simd/resample_avx512.h"
 #endif
 
 /* The horizontal pass over rows first..first+count-1 of the window (rows
@@ -271,7 +272,7 @@ static void rs_horizontal(const unsigned char *src, size_t row_bytes, int in_bpp
                                      (const rs_wide *)wide, out_w, a->precision);
         return;
     }
-    if (vector && (in_bpp == 4 || in_bpp == 3) && bpp == 4 && rs_have_avx2()) {
+    if (vector && (in_bpp == 4 || in_bpp == 3) && bpp == 4 && simd_avx2()) {
         /* four rows a step; the last step, short of rows, makes its last
            row again in the places left (the same bytes to the same place) */
         int most = 0;
@@ -302,11 +303,11 @@ static void rs_horizontal(const unsigned char *src, size_t row_bytes, int in_bpp
 static void rs_vertical(const unsigned char *const *rows, const int16_t *k, int taps, int precision,
                         unsigned char *out, size_t bytes, int vector) {
 #ifdef RS_X86
-    if (vector >= 2 && rs_have_avx512()) {
+    if (vector >= 2 && simd_avx512()) {
         rs_vertical_row_avx512(rows, k, taps, precision, out, bytes);
         return;
     }
-    if (vector && rs_have_avx2()) {
+    if (vector && simd_avx2()) {
         rs_vertical_row_avx2(rows, k, taps, precision, out, bytes);
         return;
     }

@@ -18,7 +18,7 @@
  * gives uint8 planes (split), else float32 (normalise).
  *
  * The row writers are in _planes.h, the resampler in _resample.h (RGB
- * rows in planes: _planar_x86.h, _planar_avx2.h), the tests' probes in _probes.h; the C
+ * rows in planes: simd/planar_avx512.h, simd/planar_avx2.h), the tests' probes in _probes.h; the C
  * table other extensions call (_tensor_api.h) is at the end. Every size and
  * offset is checked against the buffers before anything is read or
  * written. Runs without the GIL.
@@ -27,11 +27,12 @@
 #include "_resample.h"
 #include "_planes.h"
 #ifdef RS_X86
-#include "_planar_x86.h"
-#include "_planar_avx2.h"
+#include "simd/planar_avx512.h"
+#include "simd/planar_avx2.h"
 #endif
 #include "_tensor_api.h"
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int as_floats(PyObject *seq, int n, float *out, const char *what) {
@@ -196,7 +197,7 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
         goto done;
     /* Pillow skips a pass that would change nothing; so do we (same bytes).
        RGB rows (pixel_bytes 3, the training crop's) go through the
-       horizontal pass into planar rows (_planar_x86.h, _planar_avx2.h) where the CPU and
+       horizontal pass into planar rows (simd/planar_avx512.h, simd/planar_avx2.h) where the CPU and
        the plan allow, else become RGBX on the way: through the horizontal
        pass, or where there is none, copied out. */
     const int across = out_w != width || box[0] != 0 || box[2] != (float)out_w;
@@ -204,10 +205,10 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
     const int first = v.first[0], count = v.first[out_h - 1] + v.taps[out_h - 1] - first;
 #ifdef RS_X86
     if (across && pixel_bytes == 3 && channels == 3) {
-        if (vector >= 2 && rs_have_avx512_planar() &&
+        if (vector >= 2 && simd_avx512_planar() &&
             rs_planar_plan(&planes, &h, out_w, width, flip) == 0)
             planar = 1;
-        else if (vector >= 1 && rs_have_avx2() &&
+        else if (vector >= 1 && simd_avx2() &&
                  rs_planar2_plan(&planes2, &h, out_w, width, flip) == 0)
             planar = 2;
     }
@@ -234,7 +235,7 @@ static int resample_into(const unsigned char *src, size_t row_bytes, int pixel_b
     else if (planar == 2)
         rs_planar2_horizontal(src, row_bytes, width, first, count, &planes2, out_w, h.precision,
                               tmp, pitch);
-    else if (across && pixel_bytes > 1 && vector >= 2 && rs_have_avx512() &&
+    else if (across && pixel_bytes > 1 && vector >= 2 && simd_avx512() &&
              rs_wide_plan(&plan, &h, out_w, width, pixel_bytes) == 0)
         wide = &plan;
 #endif
@@ -357,7 +358,14 @@ static const tensor_api api = {resample_into, window_into};
 
 #include "_probes.h"
 
+/* (the level in use, the CPU's best and the cap, by name: rec --version) */
+static PyObject *simd(PyObject *self, PyObject *args) {
+    return Py_BuildValue("(sss)", simd_names[simd_level()], simd_names[simd_cpu_level()],
+                         simd_names[simd_cap]);
+}
+
 static PyMethodDef methods[] = {
+    {"simd", simd, METH_NOARGS, "(level in use, the CPU's best, the cap IM2REC_SIMD set)"},
     {"normalise", normalise, METH_VARARGS, "8-bit pixels -> normalised float32 planes"},
     {"split", split, METH_VARARGS, "8-bit pixels -> uint8 planes"},
     {"resample", resample, METH_VARARGS, "8-bit pixels resized -> float32 or uint8 planes"},
@@ -372,6 +380,14 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__tensor(void) {
+    const char *cap = getenv("IM2REC_SIMD");
+    if (cap != NULL && cap[0] != '\0') {  /* (im2rec.native checks the word first) */
+        if (simd_parse(cap) < 0) {
+            PyErr_SetString(PyExc_ImportError, "IM2REC_SIMD must be portable, avx2 or avx512");
+            return NULL;
+        }
+        simd_cap = simd_parse(cap);
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     /* (the table is static and read-only: the capsule owns nothing) */

@@ -1,5 +1,6 @@
 from collections.abc import Sequence
 
+def simd() -> tuple[str, str, str]: ...
 def normalise(
     out: object,
     pixels: bytes | memoryview,

@@ -17,6 +17,8 @@ from PIL import Image
 from im2rec.training.augment import fused
 
 tensor: Any = pytest.importorskip("im2rec.imaging._tensor", reason="built without the extension")
+#: the vector level the kernels run at here (the CPU's best, or IM2REC_SIMD's cap)
+LEVEL = tensor.simd()[0]
 
 PILLOW_SIMD = Image.Resampling.BICUBIC in fused._OURS
 R = Image.Resampling
@@ -182,7 +184,9 @@ def test_rgb_rows_in_planes_give_the_rgbx_paths_bytes(
     # mirrored or not, over rows of whole and partial 16-pixel blocks.
     planar = tensor._planar(width, 0.0, float(width), size, int(method))
     if planar is None and shape is not None:
-        pytest.skip("this CPU has no AVX-512 VBMI: the planar pass does not run here")
+        # (a missing kernel path fails where its level is in use)
+        assert LEVEL != "avx512", "AVX-512 is in use, yet its planar pass did not run"
+        pytest.skip(f"the SIMD level here is {LEVEL}: the AVX-512 planar pass does not run")
     assert planar == shape
     rgb_rows_in_planes(width, size, method, vector=2)
 
@@ -195,7 +199,8 @@ def test_rgb_rows_in_avx2_planes_give_the_rgbx_paths_bytes(
     # x86 CPU): lanes of four outputs, blocks of eight.
     planar = tensor._planar(width, 0.0, float(width), size, int(method), True)
     if planar is None and shape is not None:
-        pytest.skip("this CPU has no AVX2: the planar pass does not run here")
+        assert LEVEL == "portable", "AVX2 is in use, yet its planar pass did not run"
+        pytest.skip("the SIMD level here is portable: the AVX2 planar pass does not run")
     assert planar == shape
     rgb_rows_in_planes(width, size, method, vector=1)
     if tensor._planar(width, 0.0, float(width), size, int(method)) is None:

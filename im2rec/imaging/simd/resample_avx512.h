@@ -1,5 +1,5 @@
-/* The x86 kernels of _resample.h, chosen at run time by what the CPU has:
- * AVX2 (_resample_avx2.h) and AVX-512 with VBMI (one row at a time, sixteen
+/* The x86 kernels of ../_resample.h, chosen at run time by what the CPU has:
+ * AVX2 (resample_avx2.h) and AVX-512 with VBMI (one row at a time, sixteen
  * output pixels a step: each group of four gathers its source bytes from
  * one 64-byte load with a byte permutation, so a tap pair costs one vpermb
  * and one madd for four pixels). Integer sums: the same bytes as the
@@ -8,19 +8,9 @@
 #ifndef IM2REC_RESAMPLE_X86_H
 #define IM2REC_RESAMPLE_X86_H
 
-#include "_resample_avx2.h"
+#include "resample_avx2.h"
 
 /* ---- AVX-512 (F, BW, VBMI) ---- */
-
-static int rs_have_avx512(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
-    }
-    return known;
-}
 
 /* The horizontal pass's AVX-512 plan: outputs in groups of four, groups in
    blocks of four (sixteen pixels, one 64-byte store); for each group the

@@ -1,5 +1,5 @@
 /* The training crop's resampling in planes on AVX2 (no AVX-512: Zen 2 and
- * 3, Intel's client cores): the same shape as _planar_x86.h's -- RGB rows
+ * 3, Intel's client cores): the same shape as planar_avx512.h's -- RGB rows
  * from the JPEG decoder -> a horizontal pass whose rows are three 8-bit
  * planes (R[w] G[w] B[w]) -> the vertical pass over those bytes -> float32
  * or uint8 planes -- with AVX2's in-lane byte shuffle for AVX-512's vpermb.

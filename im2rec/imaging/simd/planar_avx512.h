@@ -1,7 +1,7 @@
 /* The training crop's resampling in planes (AVX-512 F, BW, VL, VBMI, VNNI):
  * RGB rows from the JPEG decoder -> a horizontal pass whose rows are three
  * 8-bit planes (R[w] G[w] B[w]) -> the vertical pass over those bytes ->
- * float32 or uint8 planes. The RGBX path (_resample_x86.h) computes and
+ * float32 or uint8 planes. The RGBX path (resample_avx512.h) computes and
  * carries an X byte a pixel that nobody reads: here the horizontal pass
  * weighs three channels, not four, and the vertical pass moves 3/4 of the
  * bytes. The sums are the same integers, so the bytes are the RGBX path's
@@ -17,15 +17,6 @@
  */
 #ifndef IM2REC_PLANAR_X86_H
 #define IM2REC_PLANAR_X86_H
-
-static int rs_have_avx512_planar(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = rs_have_avx512() && __builtin_cpu_supports("avx512vl");
-    }
-    return known;
-}
 
 /* The horizontal pass's plan: for each block of sixteen outputs its first
    source byte, the masks of the (one or two) 64-byte loads that lie in the

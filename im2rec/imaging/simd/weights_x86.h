@@ -14,24 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-static int rs_have_avx512_plan(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-    }
-    return known;
-}
-
-static int rs_have_avx2_plan(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2");
-    }
-    return known;
-}
-
 /* The bilinear weights of eight outputs at a time (ksize <= 8), in rs_plan's
    layout: each double made by the scalar loop's operations in its order
    (centre, window, each tap's distance, the running sum, the division), so

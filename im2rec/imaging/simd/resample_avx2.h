@@ -1,8 +1,8 @@
-/* The AVX2 kernels of _resample.h (included by _resample_x86.h): the
+/* The AVX2 kernels of ../_resample.h (included by resample_avx512.h): the
  * horizontal pass four rows at a time, one output pixel a step (Pillow-
  * SIMD's way), over RGBX or RGB pixels, and the vertical pass 32 bytes a
  * step. Integer sums: the same bytes as the portable loops (tested against
- * each other). RGB rows the planar pass (_planar_avx2.h) takes where it can.
+ * each other). RGB rows the planar pass (planar_avx2.h) takes where it can.
  */
 #ifndef IM2REC_RESAMPLE_AVX2_H
 #define IM2REC_RESAMPLE_AVX2_H
@@ -228,15 +228,6 @@ __attribute__((target("avx2"))) static void rs_vertical_row_avx2(
         rs_vertical_store(s, shift, out + x);
     }
     rs_vertical_row(rows, k, taps, precision, out, x, bytes);
-}
-
-static int rs_have_avx2(void) {
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
 }
 
 #endif
