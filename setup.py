@@ -1,8 +1,9 @@
 """The compiled parts, all optional: JPEG region decoding against
-libjpeg-turbo (im2rec/imaging/_jpeg.c, training crops rendered as planned in _crop.h), pixels to normalised tensors
-(im2rec/imaging/_tensor.c, resampling in _resample.h), the magic-word scan (im2rec/recordio/_words.c),
-kernel copies of records without the GIL (im2rec/storage/_copies.c) and
-the tar header check of rec import (im2rec/formats/_ustar.c).
+libjpeg-turbo (im2rec/imaging/_jpeg.c, training crops rendered as planned
+in _crop.h), pixels to normalised tensors (im2rec/imaging/_tensor.c,
+resampling in _resample.h, vector kernels in imaging/simd/) and the
+magic-word scan (im2rec/recordio/_words.c). Each is kept for a gain on a
+whole job (bench/bench_native.py, docs/performance.md).
 Without a C compiler or the libjpeg headers the build goes on without them
 and im2rec decodes with Pillow and normalises and scans with numpy
 (``rec --version`` says which). Everything else is in pyproject.toml."""
@@ -46,20 +47,6 @@ setup(
             "im2rec.recordio._words",
             ["im2rec/recordio/_words.c"],
             extra_compile_args=[*FLAGS, "-O3"],
-            depends=DEPENDS,
-            optional=True,
-        ),
-        Extension(
-            "im2rec.storage._copies",
-            ["im2rec/storage/_copies.c"],
-            extra_compile_args=FLAGS,
-            depends=DEPENDS,
-            optional=True,
-        ),
-        Extension(
-            "im2rec.formats._ustar",
-            ["im2rec/formats/_ustar.c"],
-            extra_compile_args=FLAGS,
             depends=DEPENDS,
             optional=True,
         ),

@@ -41,6 +41,7 @@ NAMES = {
     "distributed": "Sharded packing on Dask",
     "imagenet": "rec imagenet",
     "convert": "WebDataset export and import",
+    "native": "What the C extensions buy",
 }
 
 

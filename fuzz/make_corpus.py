@@ -92,8 +92,6 @@ def main() -> None:
         "jpeg": {k: region_params(v) for k, v in jpegs().items()},
         "tensor": {"rgbx": bytes([2, 12, 2, 0, 2, 0, 2, 0, 2, 4, 2, 3, 2, 0, 1, 0]) + bytes(200)},
         "words": {"hit": b"\xce\xd7\xe6\xed\0" + b"abcd\xce\xd7\xe6\xed" * 4},
-        "ustar": {"plain": shard()[:512], "pax": shard(pax=True)[:512]},
-        "copies": {"two": bytes(range(64)) + b"\x02\x03glu\x10\x00\x20\x00"},
         "tar": {"plain": shard(), "gzip": shard(compress=True), "pax": shard(pax=True)},
         "json": {"exported": b'\x00{"flag":0,"label":[3.0],"id":5,"id2":0,"key":5}',
                  "labels": b'\x01{"label": [1, 2.5], "flag": 2}'},

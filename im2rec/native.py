@@ -6,10 +6,6 @@ libjpeg headers were found), and the whole test suite runs both ways.
 
 * ``words`` (``im2rec.recordio._words``) finds the magic word in a payload;
   without it, ``bytes.find`` or numpy;
-* ``copies`` (``im2rec.storage._copies``) makes a batch of writes and
-  sendfiles without the GIL; without it, one system call each;
-* ``ustar`` (``im2rec.formats._ustar``) checks a plain ustar tar header;
-  without it, the same check in Python;
 * ``jpeg`` (``im2rec.imaging._jpeg``, libjpeg-turbo) decodes only the JPEG
   region a crop keeps; without it, Pillow decodes the whole image;
 * ``tensor`` (``im2rec.imaging._tensor``) crops, mirrors and normalises
@@ -50,8 +46,6 @@ __all__ = [
 #: name -> the extension module
 MODULES = {
     "words": "im2rec.recordio._words",
-    "copies": "im2rec.storage._copies",
-    "ustar": "im2rec.formats._ustar",
     "jpeg": "im2rec.imaging._jpeg",
     "tensor": "im2rec.imaging._tensor",
 }

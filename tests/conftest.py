@@ -247,19 +247,6 @@ def _leaves_threads(item: pytest.Item) -> bool:
     return item.nodeid.startswith(_LEAVE_THREADS) or "s3" in getattr(item, "fixturenames", ())
 
 
-@pytest.fixture(params=["C helper", "one copy at a time"])
-def copies(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways of making a batch of copies: the C helper (when built) and
-    the Python loop used without it."""
-    from im2rec.storage import copying
-
-    if request.param == "C helper":
-        pytest.importorskip("im2rec.storage._copies", reason="built without a compiler")
-    else:
-        monkeypatch.setattr(copying, "_copy_records", None)
-    return str(request.param)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """A suite started in the background (``nohup``, ``make test &``, some CI
     runners) inherits SIGINT ignored, and so would every ``rec`` it starts:

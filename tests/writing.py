@@ -28,7 +28,7 @@ def ranges_of(tmp_path: Path, pieces: list[bytes]) -> list[FileRange]:
     return out
 
 
-def with_small_files(script: str, folder: Path, limit: int, *, native: bool = True) -> Any:
+def with_small_files(script: str, folder: Path, limit: int) -> Any:
     """Run ``script`` (Python, with ``folder`` as ``FOLDER``) in a process of
     its own whose files cannot grow past ``limit`` bytes, and return what it
     printed, as JSON. ``RLIMIT_FSIZE``: a write past the limit fails with
@@ -36,9 +36,6 @@ def with_small_files(script: str, folder: Path, limit: int, *, native: bool = Tr
     with ENOSPC (Python ignores SIGXFSZ); only after the script's own set-up,
     whose files may be larger."""
     env = dict(os.environ)
-    env.pop("IM2REC_NO_NATIVE", None)
-    if not native:
-        env["IM2REC_NO_NATIVE"] = "1"
     prelude = (
         "import json, os, resource, sys\n"
         f"FOLDER = {str(folder)!r}\n"

@@ -22,11 +22,10 @@ import os
 import re
 import tarfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .. import native
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
@@ -261,22 +260,16 @@ class _Ahead(Chunks):
 
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic, with their versions
-
-# the check below for the usual spelling, in C (optional: the Python check is the same)
-_plain_file: Callable[[bytes | memoryview], tuple[str, int] | None] | None
-_plain_file = getattr(native.load("ustar"), "plain_file", None)
+#: mode, uid, gid, mtime, devmajor, devminor: (start, width) of the number fields
+_NUMBERS = ((100, 8), (108, 8), (116, 8), (136, 12), (329, 8), (337, 8))
 
 
 def plain_header(block: bytes | memoryview) -> tuple[str, int] | None:
     """``(name, size)`` where the 512-byte ``block`` is a plain ustar
     regular-file header (no prefix, no extension, the checksum right: what
     ``tarfile``, GNU tar, WebDataset and ``rec export`` write for a short
-    ASCII name), else None, and ``tarfile`` is to read it: the C check,
-    then the Python one for the other spellings of the numbers."""
-    found = _plain_file(block) if _plain_file is not None else None
-    if found is None and len(block) == _BLOCK:
-        found = _ustar_file(bytes(block))
-    return found
+    ASCII name), else None, and ``tarfile`` is to read it."""
+    return _ustar_file(bytes(block)) if len(block) == _BLOCK else None
 
 
 def _ustar_file(block: bytes) -> tuple[str, int] | None:
@@ -288,6 +281,10 @@ def _ustar_file(block: bytes) -> tuple[str, int] | None:
     try:
         size = _octal(block, 124, 11, 12)
         chksum = _octal(block, 148, 6, 8)
+        for start, width in _NUMBERS:  # the others tarfile reads: numbers too, or not plain
+            if block[start] & 0x80:
+                return None
+            _octal(block, start, width - 1, width)
         end = block.find(b"\0", 0, 100)
         name = block[: end if end >= 0 else 100].decode("ascii")
     except (ValueError, UnicodeDecodeError):
@@ -319,9 +316,13 @@ def _octal(block: bytes, start: int, digits: int, width: int) -> int:
     NUL, spaces stripped, as tarfile reads it), digits only: ``int()``
     would also take a sign (``-0000000012``, a negative size), ``_`` and
     inner spaces, which are no tar number (ValueError: tarfile reads it,
-    and refuses a negative size)."""
+    and refuses a negative size). The usual spelling, ``digits`` digits
+    and then only spaces up to a NUL, is read without a copy; anything else
+    as tarfile does (twelve digits are one number, not eleven and a
+    terminator)."""
     field = block[start : start + digits]
-    if not _OCTAL.fullmatch(field) or not field:
+    tail = block[start + digits : start + width].split(b"\0", 1)[0]
+    if not field or not _OCTAL.fullmatch(field) or tail.strip(b" "):
         field = block[start : start + width].split(b"\0", 1)[0].strip(b" ")
         if not _OCTAL.fullmatch(field):
             raise ValueError(f"not an octal number: {field!r}")

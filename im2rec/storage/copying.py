@@ -6,10 +6,8 @@ the kernel allows. Records whose bodies are still in other files (a
 :class:`~im2rec.storage.files.FileRange`, from ``rec import``) are written
 in batches by :class:`Copier`, on a thread: each record's header bytes, then
 its body, written from memory when the reader still holds it (``writev``)
-or else copied by the kernel (``sendfile``), a whole batch in one call of
-the optional C helper (``_copies``); both run without the GIL, so the
-caller parses the next records meanwhile. Without the helper, one copy at
-a time.
+or else copied by the kernel (``sendfile``, without the GIL), so the caller
+parses the next records meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .. import native
 from .files import FileRange
 
 __all__ = ["IOV_MAX", "Copier", "batches", "copy_batch", "send_batch", "write_all"]
@@ -32,11 +29,6 @@ else:  # Windows: one write for the first buffer; write_all goes on with the res
 
     def _writev(fd: int, buffers: Any, /) -> int:  # noqa: ANN401 - os.writev's own signature
         return os.write(fd, buffers[0])
-
-
-# (without it, the copies are made one by one)
-_copy_records: Callable[[int, list[tuple[bytes, int, int, int]]], int] | None
-_copy_records = getattr(native.load("copies"), "copy_records", None)
 
 
 def write_all(fd: int, parts: list[Any]) -> None:
@@ -58,8 +50,7 @@ def write_all(fd: int, parts: list[Any]) -> None:
 def copy_batch(fd: int, items: list[tuple[bytes, FileRange | None]]) -> None:
     """Write each item's bytes, then its range after them: a run of ranges
     whose bytes are in memory (``data``) in as few ``writev`` calls as the
-    kernel allows, a run of ranges in files copied by the kernel, in one
-    call without the GIL when the C helper is built."""
+    kernel allows, a run of ranges in files copied by the kernel."""
     start = 0
     while start < len(items):
         end, in_memory = start, _in_memory(items[start][1])
@@ -82,25 +73,15 @@ def _in_memory(body: FileRange | None) -> bool:
 
 
 def _copy_files(fd: int, items: list[tuple[bytes, FileRange | None]]) -> None:
-    if _copy_records is None:
-        for glue, body in items:
-            write_all(fd, [glue])
-            if body is not None:
-                body.copy_to(fd)
-        return
-    failed = _copy_records(
-        fd, [(glue, -1, 0, 0) if body is None else (glue, body.fd, body.offset, body.length)
-             for glue, body in items]
-    )  # fmt: skip
-    if failed >= 0:
-        body = items[failed][1]
-        assert body is not None
-        raise body._shrunk(min(os.fstat(body.fd).st_size, body.offset + len(body)))
+    for glue, body in items:
+        write_all(fd, [glue])
+        if body is not None:
+            body.copy_to(fd)
 
 
 class Copier:
     """One thread making an output's copies, a batch at a time, while the
-    caller goes on (the C helper runs without the GIL): at most one batch is
+    caller goes on (the copies run without the GIL): at most one batch is
     under way, and its error is raised by the next call here."""
 
     def __init__(self, fd: int):

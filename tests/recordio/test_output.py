@@ -100,7 +100,7 @@ def test_missing_output_folder_is_a_clean_error(tmp_path: Path) -> None:
         RecordWriter(tmp_path / "no" / "such" / "a.rec")
 
 
-def test_a_writer_stopped_while_copying_leaves_nothing(tmp_path: Path, copies: str) -> None:
+def test_a_writer_stopped_while_copying_leaves_nothing(tmp_path: Path) -> None:
     """Batches are copied on a thread: an error in the caller, or a range
     that cannot be copied, stops the writer after the batch under way, and
     the temporary file is removed."""

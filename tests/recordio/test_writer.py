@@ -117,7 +117,7 @@ def test_child_dropping_an_inherited_writer_writes_nothing(tmp_path: Path, atomi
     st.booleans(),
 )  # fmt: skip
 def test_a_body_still_in_a_file_is_framed_as_bytes_are(
-    tmp_path: Path, copies: str, records: list[tuple[bytes, bytes, int | None, bool]], hashing: bool
+    tmp_path: Path, records: list[tuple[bytes, bytes, int | None, bool]], hashing: bool
 ) -> None:
     """write(head, FileRange): the same file and index as writing the bytes,
     split at aligned magic words in the header or the body, whether the
