@@ -107,7 +107,9 @@ BOUND = r"""
 import json, math, os, sys, time
 import numpy as np
 from im2rec.imaging import _jpeg
-from im2rec.imaging.jpeg import _draft_scale
+from PIL import Image
+from im2rec.imaging.columns import SCALARS
+from im2rec.imaging.jpeg import region_rule
 from im2rec.recordio import IndexedRecordReader, unpack
 
 mode, rec, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -135,7 +137,7 @@ jobs = []
 for payload in payloads:
     width, height = _jpeg.header(payload)[:2]
     box = tuple(int(v) for v in window(width, height))
-    scale = _draft_scale((width, height), box, (224, 224))
+    scale = region_rule(SCALARS, width, height, *box, (224, 224), Image.Resampling.BILINEAR)[0]
     sw, sh = -(-width // scale), -(-height // scale)
     region = (box[0] * sw // width, box[1] * sh // height,
               -(-box[2] * sw // width), -(-box[3] * sh // height))

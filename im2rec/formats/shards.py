@@ -40,6 +40,9 @@ def expand_shards(patterns: list[str], exists: Callable[[str], bool] = os.path.e
     return out
 
 
+# Not braceexpand (WebDataset's): it builds a brace's whole range before the
+# first name (x{0..10**12}{0..10**12} never returns) and takes backslashes as
+# escapes; a pattern is user input, counted before any name (docs/security.md).
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"(\d+)\.\.(\d+)")
 MAX_EXPANSION = 1_000_000

@@ -248,6 +248,8 @@ class CachedView(FileView):
     def _locked(self, name: str) -> Iterator[None]:
         # (lock files are never removed: removing one another process holds
         # or waits on would let a third take it at the same time)
+        # Not filelock: it opens its file following links and truncating it,
+        # where every file of the cache is opened O_NOFOLLOW (docs/security.md).
         path, flags = self.home / f"{name}.lock", os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC
         try:
             fd = os.open(path, flags, 0o600)

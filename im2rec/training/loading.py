@@ -91,7 +91,8 @@ class Slots:
         size = _HEADER + SLOTS * self.slot_bytes
         self.owner = (os.getpid(), _started(os.getpid()))
         # made and locked under a name the sweep does not look at, then
-        # linked under its own: no sweep can see it unlocked
+        # linked under its own: no sweep can see it unlocked (not filelock:
+        # a block is alive while any holder has a shared flock, which it lacks)
         fd, new = tempfile.mkstemp(prefix=_NEW, dir=SHM_DIR)
         self.path = os.path.join(
             SHM_DIR, f"{_PREFIX}{os.getpid()}-{os.path.basename(new)[len(_NEW) :]}"
