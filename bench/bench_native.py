@@ -11,10 +11,6 @@ The jobs, warm cache, best of ``--rounds``:
   100 KB payloads (each payload scanned on the way back);
 * ``IndexedRecordWriter`` writing 1 KB records (``words``' frame).
 
-Two extensions this measured were removed for buying under 1.2x on every
-job they served: ``copies`` (a batch of writes and sendfiles in one call:
-0.89-1.03x) and ``ustar`` (the tar header check in C: 0.98-1.13x).
-
 An extension is made missing in the job's own process only (its module
 set to None in ``sys.modules`` before im2rec imports it), which is what an
 install without it runs.

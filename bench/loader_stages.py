@@ -15,7 +15,7 @@ after a warm-up one. Stages, each timed around its own call:
   calls it: Pillow-SIMD's arithmetic in our C, in planes where the CPU has
   AVX-512 VBMI, each row normalised as it is made);
 - ``whole``: a sample of ``RecordDataset.__getitems__`` (what both loaders'
-  workers run: reading the records, the batch loop in C), batches of 64;
+  workers run: the records read and the crops planned in Python, rendered in one C call), batches of 64;
   ``python`` is what it spends beside the two stages above;
 - for comparison, the way before it (``pillow_*``): Pillow resizing the
   window, its pixels' export (Arrow, read in place, on Pillow 11.2 and

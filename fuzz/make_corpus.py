@@ -5,7 +5,7 @@ kept as regressions (each run starts with them):
 
 * ``jpeg/batch-drawn-past-a-failure``: a progressive JPEG whose second
   scan is invalid: its batch fails in the decoder after its header was
-  taken (the harness once refused what the batch answered)."""
+  taken, which the batch answers with the decoder's message."""
 
 from __future__ import annotations
 

@@ -203,8 +203,8 @@ def region_rule(
 ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
     """The one rule for where a crop ``(x0, y0, x1, y1)`` of a ``width`` x
     ``height`` JPEG resampled to ``size`` with ``method`` is decoded, written
-    once over ``ops`` (:data:`_SCALARS` for one sample, :data:`_ARRAYS` for
-    a batch's columns): the smallest DCT scale that keeps the output size
+    once over ``ops`` (:mod:`~im2rec.imaging.columns`: Python numbers for
+    one sample, numpy columns for a batch): the smallest DCT scale that keeps the output size
     (Pillow's ``draft`` rule: 1 when the crop is under twice the output),
     the box at that scale (scaled by the ratio of sizes, as Pillow's
     ``_crop_resize`` after a draft, whose sizes round up), and the region:

@@ -2,7 +2,7 @@
 (im2rec/imaging/_crop.h, fused.crop): the same samples as the Python
 one-pass path, which draws the same numbers in the same order (the
 generator's state after each sample is compared); where the C decoder does
-not apply, nothing drawn and the Python path taking the sample as before."""
+not apply, nothing is drawn and the Python path takes the sample."""
 
 from __future__ import annotations
 

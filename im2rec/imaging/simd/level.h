@@ -21,7 +21,7 @@ enum { SIMD_PORTABLE = 0, SIMD_AVX2 = 1, SIMD_AVX512 = 2 };
 
 static const char *const simd_names[] = {"portable", "avx2", "avx512"};
 
-/* The cap, set once by simd_set_cap (the module's import); no cap before. */
+/* The cap: IM2REC_SIMD's level, set when _tensor is imported (PyInit__tensor). */
 static int simd_cap = SIMD_AVX512;
 
 /* The level named by s (IM2REC_SIMD's words), or -1. */
