@@ -54,17 +54,18 @@ os.unlink(path[:-4] + ".idx")
 print(json.dumps({"write": n / (t1 - t0), "read": n / (t2 - t1), "label_sum": total}))
 """
 
-#: the pack job: rec pack --pass-through of a list (records/s)
+#: the pack jobs: rec pack of a list, --pass-through (threads copy the files)
+#: or with its options (worker processes decode, resize, encode), records/s
 PACK = r"""
 import json, os, subprocess, sys, time
-work, workers = sys.argv[2], sys.argv[3]
+work, workers, options = sys.argv[2], sys.argv[3], sys.argv[4:]
 out = os.path.join(work, "out")
 os.makedirs(out, exist_ok=True)
 for name in os.listdir(out):  # (the list stays; the last run's outputs go)
     if name != "images.lst":
         os.unlink(os.path.join(out, name))
 t0 = time.perf_counter()
-subprocess.run([sys.executable, "-m", "im2rec", "pack", "--pass-through", "--num-workers", workers,
+subprocess.run([sys.executable, "-m", "im2rec", "pack", *options, "--num-workers", workers,
                 "--root", os.path.join(work, "images"), os.path.join(out, "images.lst")],
                check=True, capture_output=True)
 n = sum(1 for _ in open(os.path.join(out, "images.lst")))
@@ -87,7 +88,10 @@ def jobs(work: Path, workers: int, epochs: int) -> list[tuple[str, str, list[str
         ("RecordDataset + Augmenter, DataLoader", DATASET, ["im2rec-train", rec, *loader],
          "images_per_s"),
         ("RecordDataset, decode only", DATASET, ["im2rec", rec, *loader], "images_per_s"),
-        ("rec pack --pass-through", PACK, ["pack", str(work), str(workers)], "pack"),
+        ("rec pack --pass-through", PACK, ["pack", str(work), str(workers), "--pass-through"],
+         "pack"),
+        ("rec pack --resize 128 (processes)", PACK,
+         ["pack", str(work), str(workers), "--resize", "128"], "pack"),
         ("IndexedRecordWriter, 1 KB records", RECORDIO, ["recordio", str(work)], "write"),
         ("IndexedRecordReader, by key", RECORDIO, ["recordio", str(work)], "read"),
     ]  # fmt: skip
@@ -117,6 +121,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--floor", type=float, default=FLOOR)
+    ap.add_argument("--only", metavar="TEXT", help="only the jobs whose name holds TEXT")
     ap.add_argument("--json", action="store_true", help="save bench/results/before_after.json")
     a = ap.parse_args()
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -134,6 +139,8 @@ def main() -> int:
             sides = [("before", before), ("after", ROOT)]
             for _ in range(a.rounds):
                 for row, script, args, key in jobs(work, a.workers, a.epochs):
+                    if a.only and a.only not in row:
+                        continue
                     sides.reverse()  # each tree goes first as often as the other
                     for side, tree in sides:
                         rate = float(measure(tree, script, args)[key])

@@ -10,21 +10,23 @@ worker that dies (out of memory, a crashing decoder) raises
 :class:`WorkerCrashed` instead of hanging.
 
 Stopping is asked, not forced: :meth:`LocalExecutor.close` signals each
-worker to stop after the item in hand. Killing one instead could cut a
-result off half-way through the pipe, and the pool's reader thread would
-then wait forever for the rest of it (a Ctrl-C that never returns). A
-worker killed from outside (the OOM killer, ``kill -9``) can do just that,
-and the pool never notices; a watchdog thread per process pool does
-(:func:`~im2rec.executors.broken.watch_pool`).
+worker to stop after the item in hand. On Linux the worker processes are
+:class:`~im2rec.executors.processes.Processes`: jobs and results travel as
+whole messages on one socket, so a worker killed from outside (the OOM
+killer, ``kill -9``) at any moment, even half-way through sending a
+result, is reported as :class:`WorkerCrashed` and never waited for.
 
 Its modules: :mod:`~im2rec.executors.local` (``LocalExecutor``),
+:mod:`~im2rec.executors.processes` (the worker processes and their socket),
 :mod:`~im2rec.executors.worker` (a worker process's side: setup, stopping,
-malloc), :mod:`~im2rec.executors.broken` (pools whose worker died).
+malloc).
 """
 
-from .local import WORKER_DIED, LocalExecutor, WorkerCrashed
+from .local import LocalExecutor, Outcome
 from .worker import (
+    WORKER_DIED,
     Stopped,
+    WorkerCrashed,
     ask_to_stop,
     check_stop,
     check_workers,
@@ -37,6 +39,7 @@ from .worker import (
 __all__ = [
     "WORKER_DIED",
     "LocalExecutor",
+    "Outcome",
     "Stopped",
     "WorkerCrashed",
     "ask_to_stop",

@@ -1,36 +1,48 @@
-"""LocalExecutor: per-item work inline, in a thread pool or in a process
-pool, in input order (the package's docstring says why each)."""
+"""LocalExecutor: per-item work inline, in a thread pool or in worker
+processes, in input order (the package's docstring says why each)."""
 
 from __future__ import annotations
 
 import importlib
 import itertools
 import multiprocessing
+import multiprocessing.context
 import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-from ..errors import Im2RecError
-from .broken import shutdown, unblock_broken, watch_pool, workers_of
-from .worker import ask_to_stop, check_workers, fork_is_safe, init_worker, run_chunk
+from . import processes
+from .processes import Processes
+from .worker import (
+    WORKER_DIED,
+    WorkerCrashed,
+    call_job,
+    check_workers,
+    fork_is_safe,
+    init_worker,
+    run_chunk,
+)
 
-__all__ = ["WORKER_DIED", "LocalExecutor", "WorkerCrashed"]
+__all__ = ["WORKER_DIED", "LocalExecutor", "Outcome", "WorkerCrashed"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 Kind = Literal["threads", "processes"]
 
 
-WORKER_DIED = "a worker process died (killed, out of memory, or a crash while decoding an image)"
+class Outcome(Protocol[R_co]):
+    """What :meth:`LocalExecutor.submit` returns: a ``Future``, or a
+    :class:`~im2rec.executors.processes.Ticket` (the same two methods)."""
 
+    def result(self, timeout: float | None = None) -> R_co: ...
 
-class WorkerCrashed(Im2RecError):
-    """A worker process died (killed, out of memory, crashed in a decoder)."""
+    def cancel(self) -> bool: ...
 
 
 class LocalExecutor:
@@ -40,7 +52,10 @@ class LocalExecutor:
     threads (``io_bound=True``) or processes; pools start on first use and
     are reused across calls. ``preload`` names modules the process workers
     need: imported once before the workers are forked (or in the fork
-    server), so each worker starts in milliseconds.
+    server), so each worker starts in milliseconds. On Linux the processes
+    are :class:`~im2rec.executors.processes.Processes` (a worker's death is
+    reported, never waited for); elsewhere CPython's ``ProcessPoolExecutor``,
+    as it is.
     """
 
     def __init__(
@@ -56,64 +71,69 @@ class LocalExecutor:
         self.workers = workers
         self.chunk = chunk
         self.preload = list(preload)
-        self._pools: dict[Kind, Executor] = {}
-        self._watched = threading.Event()  # set: the watchdogs stop
-        self._watchdog: threading.Thread | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._processes: Processes | ProcessPoolExecutor | None = None
+        # this executor's threads' names: close() on one of them cannot wait for it
+        self._prefix = f"im2rec-{id(self):x}"
 
-    def _watch(self, pool: Executor) -> None:
-        """Start the process pool's watchdog once its workers exist (started
-        earlier, it would be one more thread in the process they fork from)."""
-        if self._watchdog is None and isinstance(pool, ProcessPoolExecutor):
-            self._watchdog = threading.Thread(
-                target=watch_pool, args=(pool, self._watched), name="im2rec-watchdog", daemon=True
-            )
-            self._watchdog.start()
+    @property
+    def pids(self) -> list[int]:
+        """The process workers' ids, while they run (on Linux)."""
+        pool = self._processes
+        return pool.pids if isinstance(pool, Processes) else []
 
-    def _get_pool(self, kind: Kind) -> Executor:
-        pool = self._pools.get(kind)
-        if pool is None:
-            if kind == "threads":
-                pool = ThreadPoolExecutor(self.workers * 2, thread_name_prefix="im2rec")
+    def _get_threads(self) -> ThreadPoolExecutor:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(self.workers * 2, thread_name_prefix=self._prefix)
+        return self._threads
+
+    def _get_processes(self) -> Processes | ProcessPoolExecutor:
+        if self._processes is None:
+            context = self._process_context()
+            if processes.available():
+                self._processes = Processes(self.workers, call_job, context=context,
+                                            crashed=WORKER_DIED)  # fmt: skip
             else:
-                pool = ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=self._process_context(),
-                    initializer=init_worker,
+                self._processes = ProcessPoolExecutor(
+                    self.workers, mp_context=context, initializer=init_worker,
                     initargs=(os.getpid(),),
-                )
-            self._pools[kind] = pool
-        return pool
+                )  # fmt: skip
+        return self._processes
 
     def start(self, *, io_bound: bool = False) -> None:
         """Start the workers now (they import while the caller does its own
         setup) instead of at the first ``map_ordered``."""
-        if self.workers > 1:
-            pool = self._get_pool("threads" if io_bound else "processes")
+        if self.workers <= 1:
+            return
+        if io_bound:
+            self._get_threads()
+        elif isinstance(pool := self._get_processes(), ProcessPoolExecutor):
             for future in [pool.submit(int) for _ in range(self.workers)]:
                 future.add_done_callback(lambda _f: None)
-            self._watch(pool)
 
-    def submit(self, fn: Callable[..., R], /, *args: Any, io_bound: bool = False) -> Future[R]:
+    def submit(self, fn: Callable[..., R], /, *args: Any, io_bound: bool = False) -> Outcome[R]:
         """``fn(*args)`` in a worker thread (``io_bound``) or process; the
-        pool starts on first use. ``result()`` raises
-        :class:`BrokenProcessPool` if a worker process died."""
+        pool starts on first use. ``result()`` raises :class:`WorkerCrashed`
+        if a worker process died."""
+        if io_bound:
+            return self._get_threads().submit(fn, *args)
+        return self._submit_process(fn, *args)
+
+    def _submit_process(self, fn: Callable[..., R], *args: Any) -> Outcome[R]:
+        pool = self._get_processes()
+        if isinstance(pool, Processes):
+            ticket: Outcome[R] = pool.submit((fn, args))
+            return ticket
         try:
-            pool = self._get_pool("threads" if io_bound else "processes")
-            future = pool.submit(fn, *args)
-            self._watch(pool)
-            return future
+            return pool.submit(fn, *args)
         except BrokenProcessPool as exc:
-            # a worker died before this call noticed: report it where every
-            # other death is reported, at result(), not from submit()
-            failed: Future[R] = Future()
-            failed.set_exception(exc)
-            return failed
+            raise WorkerCrashed(WORKER_DIED) from exc
 
     def _process_context(self) -> multiprocessing.context.BaseContext:
         # fork is fastest (workers inherit the imported modules) but only safe
-        # while this process has a single thread: ProcessPoolExecutor forks all
-        # its workers before it starts its own manager thread. Otherwise use a
-        # fork server (with the modules preloaded once), or spawn.
+        # while this process has no other thread (the worker processes add
+        # none). Otherwise use a fork server (with the modules preloaded
+        # once), or spawn.
         methods = multiprocessing.get_all_start_methods()
         if fork_is_safe():
             for module in self.preload:  # imported once here, inherited by every worker
@@ -134,46 +154,45 @@ class LocalExecutor:
         if self.workers <= 1:
             yield from map(fn, items)
             return
-        kind: Kind = "threads" if io_bound else "processes"
-        pool = self._get_pool(kind)
-        size = self.chunk if kind == "processes" else 1
+        size = 1 if io_bound else self.chunk
         # Every worker busy plus a couple of tasks queued: enough to never
         # starve, and memory stays at about (workers + 2) x chunk records.
-        window = self.workers + 2 if kind == "processes" else self.workers * 8
-        pending: deque[Future[list[R]]] = deque()
+        window = self.workers * 8 if io_bound else self.workers + 2
+        pending: deque[Outcome[list[R]]] = deque()
         try:
             source = iter(items)
             while chunk := list(itertools.islice(source, size)):
-                pending.append(pool.submit(run_chunk, fn, chunk))
-                self._watch(pool)
+                if io_bound:
+                    pending.append(self._get_threads().submit(run_chunk, fn, chunk))
+                else:
+                    pending.append(self._submit_process(run_chunk, fn, chunk))
                 if len(pending) >= window:
                     yield from pending.popleft().result()
             while pending:
                 yield from pending.popleft().result()
-        except BrokenProcessPool as exc:
-            unblock_broken(pool)
-            self._pools.pop(kind, None)
-            if kind == "processes":  # its watchdog has returned; a new pool gets its own
-                self._watchdog = None
+        except (WorkerCrashed, BrokenProcessPool) as exc:
+            self._end_processes()  # broken: a later call starts new workers
             raise WorkerCrashed(WORKER_DIED) from exc
         finally:
-            for future in pending:
-                future.cancel()
+            for outcome in pending:
+                outcome.cancel()
+
+    def _end_processes(self) -> None:
+        pool, self._processes = self._processes, None
+        if isinstance(pool, Processes):
+            pool.close()
+        elif pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         """Stop the workers; queued work is cancelled, and each process
         worker stops after the item in hand (after Ctrl-C, an image, not the
         rest of its chunk)."""
-        pools, self._pools = self._pools, {}
-        self._watched.set()  # workers stopping now are not deaths
-        self._watched, self._watchdog = threading.Event(), None
-        for pool in pools.values():
-            if isinstance(pool, ProcessPoolExecutor):
-                unblock_broken(pool)
-                for proc in workers_of(getattr(pool, "_processes", None)):
-                    if proc.pid is not None and proc.exitcode is None:
-                        ask_to_stop(proc.pid)
-            shutdown(pool)
+        self._end_processes()
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            inside = threading.current_thread().name.startswith(self._prefix + "_")
+            threads.shutdown(wait=not inside, cancel_futures=True)
 
     def __enter__(self) -> LocalExecutor:
         return self

@@ -14,17 +14,29 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import Im2RecError
+
 __all__ = [
+    "WORKER_DIED",
     "Stopped",
+    "WorkerCrashed",
     "ask_to_stop",
     "check_stop",
     "check_workers",
     "default_workers",
     "fork_is_safe",
     "init_worker",
+    "call_job",
     "run_chunk",
     "tune_malloc",
 ]
+
+
+WORKER_DIED = "a worker process died (killed, out of memory, or a crash while decoding an image)"
+
+
+class WorkerCrashed(Im2RecError):
+    """A worker process died (killed, out of memory, crashed in a decoder)."""
 
 
 def default_workers() -> int:
@@ -61,8 +73,8 @@ def check_workers(count: int, option: str = "--num-workers") -> int:
 def fork_is_safe() -> bool:
     """Whether worker processes can be forked from this one: Linux, and no
     other thread that could hold a lock the child needs. The threads of our
-    own pools (a process pool's manager and queue feeder, our thread
-    workers) only wait on their own queues, which a new child never uses."""
+    own pools (named ``im2rec…``: thread workers, a remote file's read-ahead)
+    only wait on their own queues, which a new child never uses."""
     if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
         return False
     main = threading.main_thread()
@@ -70,10 +82,7 @@ def fork_is_safe() -> bool:
 
 
 def _is_pool_thread(thread: threading.Thread) -> bool:
-    kind = type(thread).__name__
-    return (
-        thread.name.startswith(("im2rec", "QueueFeederThread")) or kind == "_ExecutorManagerThread"
-    )
+    return thread.name.startswith("im2rec")
 
 
 def _parent_alive(pid: int) -> bool:
@@ -174,3 +183,10 @@ def run_chunk(fn: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any]:
         check_stop()
         results.append(fn(item))
     return results
+
+
+def call_job(job: tuple[Callable[..., Any], tuple[Any, ...]]) -> Any:
+    """A :class:`~im2rec.executors.processes.Processes` job of
+    :class:`~im2rec.executors.LocalExecutor`: ``fn(*args)``."""
+    fn, args = job
+    return fn(*args)

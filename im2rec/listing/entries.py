@@ -99,13 +99,10 @@ class EntryView(_Made, ListLike[Entry]):
 
 
 def shuffle_positions(positions: Any, rng: random.Random) -> None:
-    """``rng.shuffle(positions)``, done as :meth:`random.Random.shuffle` does
-    it (the same draws, the same swaps: im2rec.py's lists), on an array of
-    ints in place instead of a list of objects."""
-    randbelow = rng._randbelow  # type: ignore[attr-defined]  # (what shuffle itself calls)
-    for i in reversed(range(1, len(positions))):
-        j = randbelow(i + 1)
-        positions[i], positions[j] = positions[j], positions[i]
+    """``rng.shuffle(positions)``, the same draws and swaps as on a list
+    (im2rec.py's lists), on an array of ints in place instead of a list of
+    objects: :meth:`random.Random.shuffle` takes any mutable sequence."""
+    rng.shuffle(positions)
 
 
 def labels_of(entries: Sequence[Entry], positions: Sequence[int]) -> list[int]:

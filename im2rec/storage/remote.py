@@ -19,9 +19,7 @@ gets a filesystem object of its own on first use.
 from __future__ import annotations
 
 import os
-import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -106,30 +104,56 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
 RETRIES = 4
 BACKOFF = 0.2  # seconds before the first retry; doubled after each
 
+#: S3 error codes (botocore's ``Error.Code``) that are a refusal or a miss
+_DENIED_CODES = frozenset({"AccessDenied", "Forbidden", "InvalidAccessKeyId", "ExpiredToken",
+                           "SignatureDoesNotMatch", "AllAccessDisabled", "401", "403"})  # fmt: skip
+_MISSING_CODES = frozenset({"NoSuchBucket", "NoSuchKey", "NotFound", "404"})
+#: client errors that are worth another try: a timeout, throttling
+_TRANSIENT_4XX = frozenset({408, 425, 429})
 
-_DENIED = re.compile(r"AccessDenied|Forbidden|InvalidAccessKeyId")
-_MISSING = re.compile(r"NoSuchBucket|NoSuchKey")
+
+def _status(exc: BaseException) -> tuple[int | None, str | None]:
+    """The HTTP status and S3 error code the store answered with, where
+    ``exc`` or an error it was raised from carries them: aiohttp's
+    ``ClientResponseError.status`` (fsspec's HTTP backend; it raises
+    FileNotFoundError *from* one when a lookup is refused), botocore's
+    ``ClientError.response`` (s3fs raises PermissionError or
+    FileNotFoundError from one)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # (a chain is short; a cycle is not followed)
+        if seen is None:
+            break
+        status = getattr(seen, "status", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status, None
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            error, meta = response.get("Error"), response.get("ResponseMetadata")
+            code = error.get("Code") if isinstance(error, dict) else None
+            http = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
+            status = http if isinstance(http, int) else None
+            return status, (code if isinstance(code, str) else None)
+        seen = seen.__cause__ or seen.__context__
+    return None, None
 
 
 def _classify(url: str, exc: BaseException) -> Im2RecError | None:
-    """The error to raise at once for ``exc``, or None when it is worth a retry."""
+    """The error to raise at once for ``exc``, or None when it is worth a
+    retry: decided by the exception's type and the status or error code the
+    store answered with (:func:`_status`), never by its message's words."""
+    status, code = _status(exc)
     text = f"{type(exc).__name__}: {exc}"
-    said = text.replace(url, "").replace(url.partition("://")[2], "")  # (a key may say 403)
-    # fsspec's HTTP backend raises FileNotFoundError for a 403 as for a 404
-    # (since 2026.x): the words of the message decide
-    if isinstance(exc, PermissionError) or _DENIED.search(said):
+    if isinstance(exc, PermissionError) or status in (401, 403) or code in _DENIED_CODES:
         return RemoteError(
             f"{url}: access denied ({text}); check the credentials (AWS_ACCESS_KEY_ID / "
             "AWS_PROFILE, or storage_options) and the bucket's permissions"
         )
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, FileNotFoundError) or status == 404 or code in _MISSING_CODES:
         return MissingFileError(
             f"{url}: not found (no such object, or no such bucket); check the URL"
         )
-    if _MISSING.search(said) or re.search(r"\b404\b", said):
-        return MissingFileError(f"{url}: not found ({text})")
-    if re.search(r"\b403\b", said):
-        return RemoteError(f"{url}: access denied ({text}); check the credentials")
+    if status is not None and 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        return RemoteError(f"{url}: the store refused the request (HTTP {status}: {text})")
     return None
 
 
@@ -152,25 +176,41 @@ def read_range(
 
 
 def call(url: str, what: str, fn: Callable[[], T]) -> T:
-    """``fn()``, retried on transient errors; one error naming ``url`` else."""
-    delay = BACKOFF
-    for attempt in range(RETRIES + 1):
-        try:
-            return fn()
-        except Im2RecError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every backend raises its own
-            final = _classify(url, exc)
-            if final is not None:
-                raise final from None
-            if attempt == RETRIES:
-                raise RemoteError(
-                    f"{url}: {what} failed {RETRIES + 1} times ({type(exc).__name__}: {exc}); "
-                    "check the network and the endpoint (AWS_ENDPOINT_URL), then run again"
-                ) from None
-            time.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")
+    """``fn()``, retried (tenacity) on transient errors with backoff; one
+    error naming ``url`` else. An :class:`Im2RecError` is never retried."""
+    try:
+        import tenacity
+    except ImportError:
+        raise Im2RecError(
+            "reading URLs needs the remote extra: pip install 'im2rec[remote]' "
+            "(tenacity is missing)"
+        ) from None
+
+    def transient(exc: BaseException) -> bool:
+        return (
+            isinstance(exc, Exception)
+            and not isinstance(exc, Im2RecError)
+            and (_classify(url, exc) is None)
+        )
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(RETRIES + 1),
+        wait=tenacity.wait_exponential(multiplier=BACKOFF, max=60),
+        retry=tenacity.retry_if_exception(transient),
+        reraise=True,
+    )
+    try:
+        return retrying(fn)
+    except Im2RecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every backend raises its own
+        final = _classify(url, exc)
+        if final is not None:
+            raise final from None
+        raise RemoteError(
+            f"{url}: {what} failed {RETRIES + 1} times ({type(exc).__name__}: {exc}); "
+            "check the network and the endpoint (AWS_ENDPOINT_URL), then run again"
+        ) from None
 
 
 class RemoteView(FileView):

@@ -19,7 +19,6 @@ import sys
 import warnings
 import weakref
 from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any, Literal, NamedTuple
@@ -27,13 +26,13 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..executors import LocalExecutor, check_workers, default_workers, fork_is_safe
+from ..executors import LocalExecutor, Outcome, check_workers, default_workers, fork_is_safe
+from ..executors.processes import Processes, available
 from ..recordio import RecordReader
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 from .filling import BatchJob, BatchResult, fill_batch
 from .loading import take_memory
-from .procpool import JOB_BYTES, BatchProcesses, Ticket
 
 __all__ = [
     "BatchBuffers",
@@ -50,6 +49,11 @@ __all__ = [
     "release",
     "run_job",
 ]
+
+CRASHED = (
+    "an ImageRecordIter worker process died (killed, out of memory, or a crash "
+    "while decoding); create the iterator again"
+)
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ def check_memory(size: int, slots: int) -> None:
         )
 
 
-def release(owner: int, executor: LocalExecutor | BatchProcesses | None, shm: Ring | None) -> None:
+def release(owner: int, executor: LocalExecutor | Processes | None, shm: Ring | None) -> None:
     # A process forked while this iterator was alive (another iterator's
     # worker, a DataLoader worker) holds a copy of it, and its garbage
     # collector may run this finaliser: only the creator may stop the
@@ -261,7 +265,7 @@ class Pending(NamedTuple):
     (None: this process builds it when it is wanted)."""
 
     job: BatchJob
-    result: Future[BatchResult] | Ticket | None
+    result: Outcome[BatchResult] | None
 
 
 class BatchBuffers(NamedTuple):
@@ -294,11 +298,10 @@ class Workers:
         if count > 1:
             check_workers(count, "preprocess_threads")
         self.count = count
-        # a job is sent as one message: its offsets and stops, 16 bytes a record
-        fits = layout.batch_size * 16 + (16 << 10) <= JOB_BYTES
         kind: Literal["inline", "processes", "threads"] = (
-            "inline" if count <= 1 else "processes" if fits and fork_is_safe() else "threads"
-        )
+            "inline" if count <= 1 else "processes" if available() and fork_is_safe()
+            else "threads"
+        )  # fmt: skip
         slots = max(1, prefetch, count) if count > 1 else 1
         size = slots * layout.slot_bytes
         check_memory(size, slots)
@@ -328,13 +331,13 @@ class Workers:
         # a batch can be a view of its slot while the workers keep a slot each
         self.slots = SlotPool(slots, slots - count if count > 1 else 0)
         self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
-        self.processes: BatchProcesses | None = None
+        self.processes: Processes | None = None
         if self.shm is not None:  # forked now: they inherit the layout and the augmenter
             run = functools.partial(
                 run_job, layout=layout, augmenter=augmenter, shm_name=self.shm.name
             )
             try:
-                self.processes = BatchProcesses(count, run)
+                self.processes = Processes(count, run, crashed=CRASHED)
             except BaseException:
                 release(os.getpid(), None, self.shm)
                 raise
@@ -348,7 +351,7 @@ class Workers:
         return self.kind != "inline"
 
     def submit(self, job: BatchJob) -> Pending:
-        result: Future[BatchResult] | Ticket | None = None
+        result: Outcome[BatchResult] | None = None
         if self.processes is not None:
             result = self.processes.submit(job)
         elif self.executor is not None:

@@ -1,6 +1,7 @@
-"""Process pools whose worker died: a pool that cannot tell is ended, a broken
-pool never hangs its shutdown or the interpreter's exit, and a healthy pool
-left open does not hold the exit up."""
+"""Worker processes that die: at any moment, even half-way through sending a
+result, the death is WorkerCrashed within moments; closing and the
+interpreter's exit never hang; a healthy pool left open does not hold the
+exit up. And why the pool is ours: CPython's own hangs on the same death."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -40,20 +40,18 @@ if __name__ == "__main__":
 """
 
 
-# A worker that dies as the OOM killer can catch one: holding the result
-# pipe's lock, part of a result written. Its own interpreter again.
+# A worker that dies as the OOM killer can catch one: part of a result sent
+# (the first of five parts), then SIGKILL. Its own interpreter again.
 _KILLED_WHILE_SENDING = """
-import gc, os, signal, struct, sys, time
-import multiprocessing.queues
+import gc, os, signal, socket, struct, sys, time
 from im2rec.executors import LocalExecutor, WorkerCrashed
 
 def dies_sending(i):
     if i != 0:
-        time.sleep(0.5)  # then waits for the lock the dead worker holds
+        time.sleep(0.5)
         return i
-    results = next(o for o in gc.get_objects() if type(o) is multiprocessing.queues.SimpleQueue)
-    results._wlock.acquire()
-    results._writer._send(struct.pack("!i", 1 << 20) + bytes(100))  # a length, then 100 of its bytes
+    sock = next(o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0)
+    sock.send(struct.pack("<qII", 1, 0, 5) + bytes(100))  # part 1 of 5 of job 1's result
     os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == "__main__":
@@ -69,10 +67,39 @@ if __name__ == "__main__":
 """
 
 
-# Workers killed while the call queue's pipe is full of queued arguments:
-# Python 3.10's pool then waits for ever for its feeder thread, in
-# shutdown() and at the interpreter's exit (a CI run of the 3.10 suite
-# hung there after every test had passed). Its own interpreter again.
+# The same death in CPython's ProcessPoolExecutor: holding the result pipe's
+# lock, a length and part of a message written. Its pool never notices.
+_CPYTHON_KILLED_WHILE_SENDING = """
+import gc, os, signal, struct, sys, time
+import multiprocessing, multiprocessing.queues
+from concurrent.futures import ProcessPoolExecutor
+
+def dies_sending(i):
+    if i != 0:
+        time.sleep(0.5)
+        return i
+    results = next(o for o in gc.get_objects() if type(o) is multiprocessing.queues.SimpleQueue)
+    results._wlock.acquire()
+    results._writer._send(struct.pack("!i", 1 << 20) + bytes(100))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+    futures = [pool.submit(dies_sending, i) for i in range(8)]
+    try:
+        futures[-1].result(timeout=float(sys.argv[1]))
+        print("finished")
+    except Exception as exc:
+        print(type(exc).__name__, flush=True)
+    for child in multiprocessing.active_children():  # (they hold our stdout)
+        child.kill()
+    os._exit(0)  # (its exit would wait for the stuck pool for ever)
+"""
+
+
+# Workers killed while many large jobs wait for them (CPython 3.10's own
+# pool then waited for ever for its queue's feeder thread, gh-94777).
+# Its own interpreter again.
 _KILLED_WITH_A_FULL_CALL_QUEUE = """
 import os, signal, sys, time
 from im2rec.executors import LocalExecutor
@@ -88,7 +115,7 @@ if __name__ == "__main__":
     deadline = time.monotonic() + 30
     while len(os.listdir(os.environ["MARKS"])) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # (both workers in a job: the rest of the calls queued)
-    for pid in list(ex._pools["processes"]._processes):
+    for pid in ex.pids:
         os.kill(pid, signal.SIGKILL)
     if sys.argv[1] == "close":  # before the pool has noticed
         ex.close()
@@ -98,53 +125,6 @@ if __name__ == "__main__":
         except Exception as exc:
             print(type(exc).__name__)
     print("exiting")  # "exit": the pool is left for the interpreter's exit
-"""
-
-
-# The interpreter's exit beside a broken pool whose manager thread is still
-# cleaning up: CPython's exit hook then wakes that thread through a pipe the
-# thread is closing (check, then write: an OSError printed at exit). The
-# cleanup is slowed here, so that it is still under way when
-# the interpreter exits; a probe registered before im2rec's own hook runs
-# after it, just before CPython's, and says whether the thread is done
-# (with the pool still referenced, or already collected).
-_EXIT_DURING_CLEANUP = """
-import gc, os, signal, sys, threading, time
-import concurrent.futures.process as cfp
-
-clean_up = cfp._ExecutorManagerThread.join_executor_internals
-def slow_clean_up(self):
-    time.sleep(1.0)
-    clean_up(self)
-cfp._ExecutorManagerThread.join_executor_internals = slow_clean_up
-
-def probe():
-    running = [t for t in cfp._threads_wakeups if t.is_alive()]
-    print("manager", "running" if running else "done")
-threading._register_atexit(probe)
-
-from im2rec.executors import LocalExecutor
-
-def slow(_):
-    open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w").close()  # started
-    time.sleep(60)
-
-if __name__ == "__main__":
-    ex = LocalExecutor(2)
-    futures = [ex.submit(slow, 0) for _ in range(4)]
-    deadline = time.monotonic() + 30
-    while len(os.listdir(os.environ["MARKS"])) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    pool = ex._pools["processes"]
-    for pid in list(pool._processes):
-        os.kill(pid, signal.SIGKILL)
-    try:
-        futures[0].result(timeout=30)
-    except Exception as exc:
-        print(type(exc).__name__)
-    if sys.argv[1] == "drop":  # the pool collected before the exit
-        del ex, pool, futures
-        gc.collect()
 """
 
 
@@ -177,10 +157,8 @@ def test_close_while_a_worker_is_sending_a_result_returns() -> None:
 
 @pytest.mark.slow
 def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
-    """A worker SIGKILLed half-way through sending a result left the pool
-    waiting for the rest for ever: `rec pack` hung after its worker was
-    killed, about one run in five on a busy machine. The watchdog ends the
-    pool a couple of seconds after the death instead."""
+    """A worker SIGKILLed half-way through sending a result: the rest of the
+    result never comes, and the death is WorkerCrashed at once."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     try:
         run = subprocess.run(
@@ -191,7 +169,25 @@ def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
         pytest.fail("the pool hung after a worker died while sending its result")
     words = run.stdout.split()
     assert run.returncode == 0 and words[:1] == ["ok"], run.stdout + run.stderr
-    assert int(words[1]) <= 10, run.stdout  # about _GRACE seconds, not a timeout
+    assert int(words[1]) <= 3, run.stdout  # moments, not a timeout
+
+
+@pytest.mark.slow
+def test_cpythons_own_pool_hangs_on_that_death() -> None:
+    """Why the worker processes are our own (executors/processes.py): the
+    same death leaves ``concurrent.futures.ProcessPoolExecutor`` waiting
+    for the rest of the message for ever, on every Python CI runs. When a
+    CPython release fixes it, this test fails and says so."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    run = subprocess.run(
+        [sys.executable, "-c", _CPYTHON_KILLED_WHILE_SENDING, "5"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.split() == ["TimeoutError"], (
+        f"ProcessPoolExecutor noticed the death ({run.stdout.strip()}): "
+        "executors/processes.py may no longer be needed"
+    )
 
 
 @pytest.mark.parametrize("then", ["exit", "result", "close"])
@@ -207,28 +203,13 @@ def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_pat
         pytest.fail(f"the interpreter hung after its workers were killed ({then})")
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.split()[-1] == "exiting", run.stdout
-    assert "Traceback" not in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr
     if then == "result":
-        assert run.stdout.split()[0] == "BrokenProcessPool", run.stdout
-
-
-@pytest.mark.parametrize("pool", ["keep", "drop"])
-@pytest.mark.slow
-def test_the_exit_waits_for_a_broken_pools_cleanup(pool: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "MARKS": str(tmp_path)}
-    run = subprocess.run(
-        [sys.executable, "-c", _EXIT_DURING_CLEANUP, pool],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.split() == ["BrokenProcessPool", "manager", "done"], run.stdout + run.stderr
-    assert "Exception ignored" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+        assert run.stdout.split()[0] == "WorkerCrashed", run.stdout
 
 
 @pytest.mark.slow
 def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
-    """The exit waits for ending pools only: a healthy one is woken and
-    shut down by CPython's own hook at once."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     begun = time.monotonic()
     run = subprocess.run(
@@ -237,15 +218,15 @@ def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
     )  # fmt: skip
     took = time.monotonic() - begun
     assert run.returncode == 0 and run.stdout.split()[0] == "3", run.stdout + run.stderr
-    assert took < 4.0, f"the exit took {took:.1f} s (the ending pools' wait is 5 s)"
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr
+    assert took < 4.0, f"the exit took {took:.1f} s"
 
 
-@pytest.mark.parametrize("io_bound", [False, True], ids=["processes", "threads"])
 @pytest.mark.slow
-def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
+def test_close_on_one_of_the_pools_own_threads() -> None:
     """An iterator's finaliser can run wherever the garbage collector runs,
-    the pool's manager thread included: closing there must not try to wait
-    for the thread it runs on."""
+    a thread worker included: closing there must not try to wait for the
+    thread it runs on."""
     import threading
     from concurrent.futures import Future
 
@@ -253,7 +234,7 @@ def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
     errors: list[BaseException] = []
     done = threading.Event()
 
-    def close(_future: Future[int]) -> None:
+    def close(_future: Future[None]) -> None:
         try:
             executor.close()
         except BaseException as exc:  # noqa: BLE001 - the test reports it
@@ -262,22 +243,21 @@ def test_close_on_one_of_the_pools_own_threads(io_bound: bool) -> None:
             done.set()
 
     # still running when the callback is added: it runs on the pool's thread
-    executor.submit(time.sleep, 0.5, io_bound=io_bound).add_done_callback(close)
+    outcome = executor.submit(time.sleep, 0.5, io_bound=True)
+    assert isinstance(outcome, Future)
+    outcome.add_done_callback(close)
     assert done.wait(60)
     assert errors == []
 
 
 @pytest.mark.slow
-def test_a_killed_worker_ends_the_pool_without_a_hang() -> None:
-    """A worker killed mid-run is WorkerCrashed, and closing the executor
-    returns: on Python 3.10 the broken pool's call-queue pipe is closed
-    here (CPython gh-94777, which 3.11 fixes in the pool itself), so its
-    feeder thread cannot stay blocked on a pipe that nobody reads."""
+def test_a_killed_worker_ends_the_pool_and_a_later_call_starts_new_workers() -> None:
     executor = LocalExecutor(2, chunk=1)
-    pool: Any = executor._get_pool("processes")
-    with pytest.raises(WorkerCrashed, match="worker process died"):
-        list(executor.map_ordered(_die, range(64)))
-    if sys.version_info < (3, 11):
-        assert pool._call_queue._reader.closed
-    executor.close()
-    assert pool._broken
+    try:
+        with pytest.raises(WorkerCrashed, match="worker process died"):
+            list(executor.map_ordered(_die, range(64)))
+        assert executor.pids == []  # ended
+        assert list(executor.map_ordered(abs, range(-5, 0))) == [5, 4, 3, 2, 1]
+        assert len(executor.pids) == 2
+    finally:
+        executor.close()

@@ -8,6 +8,9 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from im2rec.listing import Entry, ListOptions, plan_lists, scan_folder
 from im2rec.listing.walking import UNSAFE_NAME
 
@@ -71,3 +74,18 @@ def test_stratified_split_keeps_class_proportions() -> None:
     assert per == {"_test": {0: 15, 1: 5}, "_val": {0: 15, 1: 5}, "_train": {0: 30, 1: 10}}
     # a plain split of the same shuffled list does not guarantee that
     assert sorted(e.key for es in planned.values() for e in es) == list(range(80))
+
+
+@given(st.integers(0, 300), st.integers(0, 2**32))
+def test_positions_shuffle_as_a_list_of_the_same_length_would(n: int, seed: int) -> None:
+    """(im2rec.py shuffles a list with random.seed(100): the same draws here.)"""
+    import random
+    from array import array
+
+    from im2rec.listing.entries import shuffle_positions
+
+    order = array("q", range(n))
+    shuffle_positions(order, random.Random(seed))
+    expected = list(range(n))
+    random.Random(seed).shuffle(expected)
+    assert list(order) == expected

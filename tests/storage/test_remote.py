@@ -182,6 +182,7 @@ def test_missing_objects_and_buckets_are_one_clear_line(s3: Any, tmp_path: Path)
 class _Files(BaseHTTPRequestHandler):
     files: dict[str, bytes] = {}
     drops: dict[str, int] = {}  # path -> requests still to drop
+    busy: dict[str, int] = {}  # path -> requests still to answer 503 (a server error)
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -189,6 +190,10 @@ class _Files(BaseHTTPRequestHandler):
     def _body(self) -> bytes | None:
         if self.path.startswith("/forbidden"):
             self.send_error(403)
+            return None
+        if self.busy.get(self.path, 0) > 0:
+            self.busy[self.path] -= 1
+            self.send_error(503)
             return None
         data = self.files.get(self.path)
         if data is None:
@@ -269,6 +274,9 @@ def test_a_dropped_connection_is_retried_and_a_refusal_is_not(
     with pytest.raises(remote.RemoteError, match=r"failed 5 times .*AWS_ENDPOINT_URL"):
         view.read(0, 100)
     _Files.drops["/flaky.rec"] = 0
+    _Files.busy["/flaky.rec"] = 2  # a server error is retried too
+    assert view.read(0, 100) == local_rec.read_bytes()[:100]
+    assert _Files.busy["/flaky.rec"] == 0
     with pytest.raises(remote.RemoteError, match="access denied"):
         RecordReader(f"{http}/forbidden.rec")
 
@@ -276,18 +284,57 @@ def test_a_dropped_connection_is_retried_and_a_refusal_is_not(
 # --- rec list over a bucket prefix ---------------------------------------------------
 
 
-def test_errors_are_classified_by_what_they_say_not_by_the_url() -> None:
+def _raised_from(outer: BaseException, inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException as cause:
+            raise outer from cause
+    except BaseException as exc:  # noqa: BLE001 - returned for the check
+        return exc
+
+
+def test_errors_are_classified_by_type_and_status_not_by_their_words() -> None:
+    from aiohttp import ClientResponseError, RequestInfo
+    from botocore.exceptions import ClientError
+    from multidict import CIMultiDict, CIMultiDictProxy
+    from s3fs.errors import translate_boto_error
+    from yarl import URL
+
     url = "s3://bucket/403/404.rec"
-    denied = FileNotFoundError(f"ClientResponseError: 403, message='Forbidden', url='{url}'")
-    assert isinstance(remote._classify(url, denied), remote.RemoteError)  # fsspec 2026.x
-    assert isinstance(remote._classify(url, FileNotFoundError(url)), MissingFileError)
-    assert isinstance(remote._classify(url, PermissionError(url)), remote.RemoteError)
-    assert isinstance(remote._classify(url, OSError(f"NoSuchKey: {url}")), MissingFileError)
-    assert isinstance(remote._classify(url, OSError("HTTP status 404")), MissingFileError)
-    assert isinstance(remote._classify(url, OSError("status 403 for bucket/403/404.rec")),
-                      remote.RemoteError)  # fmt: skip
-    assert remote._classify(url, ConnectionResetError(f"reset while reading {url}")) is None
-    assert remote._classify(url, OSError("bucket/403/404.rec: timed out")) is None
+    request = RequestInfo(URL("http://x/403/404.rec"), "GET", CIMultiDictProxy(CIMultiDict()))
+
+    def http(status: int) -> ClientResponseError:
+        return ClientResponseError(request, (), status=status, message="words")
+
+    def boto(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "NoSuchKey 404"},
+                            "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")  # fmt: skip
+
+    denied, missing = remote.RemoteError, MissingFileError
+    cases: list[tuple[BaseException, type[Exception] | None]] = [
+        # fsspec's HTTP backend: a refused lookup is FileNotFoundError from a 403
+        (_raised_from(FileNotFoundError(url), http(403)), denied),
+        (_raised_from(FileNotFoundError(url), http(404)), missing),
+        (FileNotFoundError(url), missing),
+        (http(401), denied),
+        (http(416), remote.RemoteError),
+        (http(429), None),
+        (http(503), None),
+        # s3fs turns botocore's errors into OSErrors raised from them
+        (translate_boto_error(boto("AccessDenied", 403)), denied),
+        (translate_boto_error(boto("NoSuchBucket", 404)), missing),
+        (translate_boto_error(boto("SlowDown", 503)), None),
+        (boto("403", 403), denied),
+        (boto("InternalError", 500), None),
+        (PermissionError(url), denied),
+        # what a message says decides nothing
+        (OSError(f"NoSuchKey 404 AccessDenied 403: {url}"), None),
+        (ConnectionResetError(f"reset while reading {url}"), None),
+    ]
+    for exc, expected in cases:
+        got = remote._classify(url, exc)
+        assert (type(got) if got is not None else None) is expected, (exc, got)
 
 
 @pytest.mark.slow

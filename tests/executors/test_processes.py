@@ -1,4 +1,5 @@
-"""BatchProcesses: ImageRecordIter's forked workers, fed through one socket."""
+"""Processes: worker processes fed through one socket (LocalExecutor's and
+ImageRecordIter's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from im2rec.errors import Im2RecError, ImageCodecError
 from im2rec.executors import WorkerCrashed, check_stop, fork_is_safe
-from im2rec.training.procpool import _PART, JOB_BYTES, BatchProcesses
+from im2rec.executors.processes import _PART, JOB_BYTES, Processes
 
 pytestmark = [
     pytest.mark.skipif(not fork_is_safe(), reason="forked workers need Linux and fork"),
@@ -59,7 +60,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_results_come_back_to_the_job_that_asked_in_any_order() -> None:
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     try:
         tickets = [pool.submit(i) for i in range(20)]
         assert [t.result() for t in reversed(tickets)] == list(reversed(range(20)))
@@ -69,7 +70,7 @@ def test_results_come_back_to_the_job_that_asked_in_any_order() -> None:
 
 
 def test_a_result_larger_than_a_message_arrives_whole() -> None:
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     try:
         size = 5 * _PART + 256 * 7
         small, big, after = pool.submit(1), pool.submit(("big", size)), pool.submit(2)
@@ -80,7 +81,7 @@ def test_a_result_larger_than_a_message_arrives_whole() -> None:
 
 
 def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     try:
         with pytest.raises(ImageCodecError, match="broken data"):
             pool.submit("fail").result()
@@ -91,18 +92,22 @@ def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
         pool.close()
 
 
-def test_a_job_too_large_for_one_message_is_refused() -> None:
-    pool = BatchProcesses(1, _echo)
+@pytest.mark.parametrize("start", ["fork", "forkserver", "spawn"])
+def test_a_job_too_large_for_one_message_reaches_one_worker_whole(start: str) -> None:
+    import multiprocessing
+
+    pool = Processes(2, _echo, context=multiprocessing.get_context(start))
     try:
-        with pytest.raises(Im2RecError, match="too large to send"):
-            pool.submit(b"x" * (JOB_BYTES + 1))
+        jobs = [bytes([i]) * (JOB_BYTES * 3 + i) for i in range(6)]  # in memory files
+        tickets = [pool.submit(job) for job in jobs] + [pool.submit(7)]
+        assert [t.result() for t in tickets] == [*jobs, 7]
     finally:
         pool.close()
 
 
 @pytest.mark.parametrize("when", ["waiting", "before-sending"])
 def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str, tmp_path: Path) -> None:
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     try:
         if when == "waiting":
             ticket = pool.submit(("sleep", 30, str(tmp_path)))
@@ -125,7 +130,7 @@ def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str, tmp_pat
 
 
 def test_close_stops_the_workers_at_their_next_image(tmp_path: Path) -> None:
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     pids = pool.pids
     for _ in range(4):
         pool.submit(("sleep", 30, str(tmp_path)))
@@ -135,16 +140,16 @@ def test_close_stops_the_workers_at_their_next_image(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5  # not the 30 s a job takes
     assert not any(_alive(pid) for pid in pids)
     pool.close()  # twice: nothing
-    with pytest.raises(Im2RecError, match="workers are closed"):
+    with pytest.raises(Im2RecError, match="processes are closed"):
         pool.submit(1).result()
 
 
 _PARENT_DIES = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
-from tests.training.test_procpool import _echo
-from im2rec.training.procpool import BatchProcesses
-pool = BatchProcesses(2, _echo)
+from tests.executors.test_processes import _echo
+from im2rec.executors.processes import Processes
+pool = Processes(2, _echo)
 pool.submit(("sleep", 30))
 print(*pool.pids, flush=True)
 os._exit(0)  # as kill -9 would: close() never runs
@@ -171,7 +176,7 @@ def test_many_jobs_in_flight_never_block_the_sender() -> None:
     it (a deadlock with a large prefetch_buffer)."""
     import threading
 
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     sizes: list[int] = []
 
     def run() -> None:
@@ -191,7 +196,7 @@ def test_many_jobs_in_flight_never_block_the_sender() -> None:
 def test_close_is_prompt_when_a_later_fork_holds_the_socket() -> None:
     """A process forked after the pool (a DataLoader worker) holds a copy of
     the parent's end: the idle workers must still see the pool close."""
-    pool = BatchProcesses(2, _echo)
+    pool = Processes(2, _echo)
     assert pool.submit(1).result() == 1
     read, write = os.pipe()
     child = os.fork()
@@ -206,3 +211,16 @@ def test_close_is_prompt_when_a_later_fork_holds_the_socket() -> None:
     finally:
         os.write(write, b"x")
         os.waitpid(child, 0)
+
+
+def test_a_result_waited_for_with_a_timeout_times_out_and_still_arrives(tmp_path: Path) -> None:
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    pool = Processes(1, _echo)
+    try:
+        ticket = pool.submit(("sleep", 0.5, str(tmp_path)))
+        with pytest.raises(FutureTimeout):
+            ticket.result(timeout=0.05)
+        assert ticket.result(timeout=30) == pool.pids[0]
+    finally:
+        pool.close()
