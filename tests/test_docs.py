@@ -133,6 +133,24 @@ def test_getting_started_runs_as_printed(tmp_path: Path) -> None:
     assert (tmp_path / "sheet.png").exists()
 
 
+def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
+    """docs/detection.md on a VOC, a COCO and a YOLO set made here, at the
+    paths the page names."""
+    from tests.boxsets import coco_set, voc_set, yolo_set
+
+    voc_set(tmp_path / "VOCdevkit" / "VOC2007", sets={"trainval": ["a", "b", "d"]})
+    coco = coco_set(tmp_path / "made")
+    (tmp_path / "coco" / "annotations").mkdir(parents=True)
+    (coco / "images").rename(tmp_path / "coco" / "val2017")
+    (coco / "instances.json").rename(tmp_path / "coco/annotations/instances_val2017.json")
+    yolo_set(tmp_path / "mydata")
+    out = _run_blocks((ROOT / "docs/detection.md").read_text(), tmp_path)
+    assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels
+    for name in ("voc_trainval", "coco_val", "mydata"):
+        assert len((tmp_path / f"{name}.lst").read_text().splitlines()) == 3, name
+        assert (tmp_path / f"{name}.rec").stat().st_size > 0, name
+
+
 def test_the_readme_start_runs_as_printed(tmp_path: Path) -> None:
     """The README's two-command start, its look inside, and its DataLoader
     loop; then its library snippet (with the samples it assumes)."""

@@ -88,13 +88,19 @@ def index_command(rec: str, output: str | None, keys: str, recover: bool) -> Non
 )
 @click.option("--decode", is_flag=True, help="Also decode every image.")
 @click.option(
+    "--boxes",
+    is_flag=True,
+    help="Also check that every label is a detection label MXNet reads, its corners in [0, 1] "
+    "and no box empty.",
+)
+@click.option(
     "--manifest",
     type=click.Path(exists=True, dir_okay=False),
     help="A pack manifest (NAME.pack.json) whose SHA-256s must match.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def verify_command(
-    rec: str, idx: str | None, decode: bool, manifest: str | None, as_json: bool
+    rec: str, idx: str | None, decode: bool, boxes: bool, manifest: str | None, as_json: bool
 ) -> None:
     """Check a .rec: every frame, its .idx, optionally its images and manifest.
 
@@ -105,6 +111,7 @@ def verify_command(
     Examples:
       rec verify train.rec
       rec verify train.rec --decode --manifest train.pack.json --json
+      rec verify voc_trainval.rec --boxes
     """
     with (
         handle_errors(writes=False),
@@ -113,7 +120,7 @@ def verify_command(
     ):
         total = 0 if is_url(path) else Path(path).stat().st_size  # a URL's size comes later
         track = bar.track(rec.rsplit("/", 1)[-1], total=total, unit="bytes")
-        result = verify(path, idx, decode=decode, manifest=manifest,
+        result = verify(path, idx, decode=decode, boxes=boxes, manifest=manifest,
                         on_progress=lambda done, total: track(done, total, done))  # fmt: skip
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
@@ -196,6 +203,8 @@ def info_rows(
         rows.append(("layout", f"InsightFace: {layout['images']:,} images of "
                      f"{layout['identities']:,} identities (record 0 the header, {first:,} to "
                      f"{last:,} one per identity)"))  # fmt: skip
+    elif info.get("detection"):
+        rows.extend(_detection_rows(info["detection"], names))
     else:
         rows.append(("labels", _labels_text(info["labels"], names)))
     if info["class_map"]:
@@ -214,6 +223,27 @@ def info_rows(
     else:
         state = f"{index['path']}, does NOT match the records: run rec verify, then rec index"
     rows.append(("index", state))
+    return rows
+
+
+def _detection_rows(found: dict[str, Any], names: dict[int, str] | None) -> list[tuple[str, str]]:
+    """The detection labels' rows: objects, boxes per class, box sizes."""
+    per = found["objects_per_image"]
+    rows = [("labels", "detection: boxes, in the layout MXNet's ImageDetRecordIter reads")]
+    rows.append(("objects", f"{found['objects']:,} in {found['images']:,} images, "
+                 f"{per['min']:,} to {per['max']:,} an image (mean {per['mean']:g})"))  # fmt: skip
+    classes = sorted(found["boxes_per_class"].items(), key=lambda kv: -kv[1])
+
+    def named(key: str) -> str:
+        return f"{key} {names[int(key)]}" if names and int(key) in names else key
+
+    shown = ", ".join(f"{named(k)}: {v:,}" for k, v in classes[:_SHOWN_LABELS])
+    more = f" (and {len(classes) - _SHOWN_LABELS:,} more classes)" if len(classes) > 10 else ""
+    rows.append(("boxes/class", shown + more if classes else "none"))
+    if found["box_width"] is not None:
+        (w0, w1, w2), (h0, h1, h2) = found["box_width"], found["box_height"]
+        rows.append(("box size", f"{w0:g} to {w2:g} of the image's width (median {w1:g}), "
+                     f"{h0:g} to {h2:g} of its height (median {h1:g})"))  # fmt: skip
     return rows
 
 

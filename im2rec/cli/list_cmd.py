@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import cast
 
 import click
 from rich.table import Table
@@ -100,6 +101,41 @@ def _split_exts(
     show_default=True,
     help="Drop classes with fewer images; labels are renumbered 0..K-1.",
 )
+@click.option(
+    "--boxes",
+    type=click.Choice(["voc", "coco", "yolo"]),
+    help="ROOT is an annotation set: a VOC20xx folder, COCO images (with --annotations) or a "
+    "YOLO folder (images/, labels/). Writes detection lists (docs/detection.md).",
+)
+@click.option(
+    "--image-set",
+    metavar="NAME",
+    help="VOC: list the ids of ImageSets/Main/NAME.txt. [default: every annotation]",
+)
+@click.option(
+    "--annotations",
+    type=click.Path(exists=True, dir_okay=False),
+    help="COCO: the instances_*.json whose images are in ROOT.",
+)
+@click.option(
+    "--classes",
+    "classes_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --boxes: class names, one a line, in label order. "
+    "[default: VOC names sorted, COCO categories by id, YOLO's classes.txt]",
+)
+@click.option(
+    "--keep-empty",
+    is_flag=True,
+    help="With --boxes: list images with no object too (MXNet's detection iterator refuses them).",
+)
+@click.option(
+    "--crowd",
+    type=click.Choice(["flag", "skip"]),
+    default="flag",
+    show_default=True,
+    help="COCO: keep iscrowd boxes with their flag (the object's sixth value) set, or skip them.",
+)
 @click.option("--strict", is_flag=True, help="Fail (and write nothing) if any file is skipped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
@@ -116,6 +152,12 @@ def list_command(
     follow_links: bool,
     stratify: bool,
     min_per_class: int,
+    boxes: str | None,
+    image_set: str | None,
+    annotations: str | None,
+    classes_file: str | None,
+    keep_empty: bool,
+    crowd: str,
     strict: bool,
     as_json: bool,
     quiet: bool,
@@ -128,11 +170,18 @@ def list_command(
     PREFIX.lists.json (root, options, counts). For the same folder and options
     the entries equal im2rec.py's; outputs appear only when the run succeeds.
 
+    With --boxes, ROOT is an annotation set (Pascal VOC, COCO or YOLO) and
+    each line's label is a detection label, `4 6 width height` then
+    `class xmin ymin xmax ymax flag` per object in [0, 1]; pack it with
+    `rec pack --pass-through --pack-label`.
+
     \b
     Examples:
       rec list ./example --recursive
       rec list ./data --recursive --train-ratio 0.8 --test-ratio 0.1 --stratify
       rec list ./images -o lists/train --chunks 4 --exts .jpg,.webp --json
+      rec list VOCdevkit/VOC2007 --boxes voc --image-set trainval -o voc_trainval
+      rec list coco/val2017 --boxes coco --annotations coco/annotations/instances_val2017.json
     """
     with handle_errors():
         options = ListOptions(
@@ -141,13 +190,47 @@ def list_command(
             stratify=stratify, min_per_class=min_per_class,
         )  # fmt: skip
         out = prefix if prefix is not None else _default_prefix(root)
+        box_options = None
+        if boxes is not None:
+            from ..listing.boxes import BoxOptions, Crowd, Format  # (numpy)
+
+            _refuse_folder_options(boxes)
+            names = _read_classes(classes_file) if classes_file else None
+            box_options = BoxOptions(
+                cast(Format, boxes), image_set=image_set, annotations=annotations,
+                classes=names, keep_empty=keep_empty, crowd=cast(Crowd, crowd),
+            )  # fmt: skip
+        elif any((image_set, annotations, classes_file, keep_empty)):
+            raise ConfigError(
+                "--image-set, --annotations, --classes and --keep-empty apply to --boxes"
+            )
         with progress_counter(_describe, quiet=quiet or as_json) as on_progress:
-            result = make_lists(root, out, options, strict=strict, on_progress=on_progress)
+            result = make_lists(
+                root, out, options, strict=strict, on_progress=on_progress, boxes=box_options
+            )
     _report_skipped(result)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     elif not quiet:
         _print_summary(result)
+
+
+def _refuse_folder_options(boxes: str) -> None:
+    """A folder walk's own options mean nothing for an annotation set."""
+    ctx = click.get_current_context()
+    for name in ("recursive", "exts", "follow_links", "min_per_class"):
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(
+                f"{flag} walks folders; --boxes {boxes} lists what the annotations name"
+            )
+
+
+def _read_classes(path: str) -> list[str]:
+    from ..listing.boxes import read_text
+
+    text = read_text(path, 16 << 20, "classes file")
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def _default_prefix(root: str) -> str:
@@ -193,7 +276,10 @@ def _print_summary(result: ListResult) -> None:
     for path, n in result.lists:
         table.add_row(path, f"{n:,}")
     console.print(table)
-    counts = [c["images"] for c in result.to_dict()["classes"]]
+    classes = result.to_dict()["classes"]
+    counts = [c["images"] for c in classes]
+    if classes and "objects" in classes[0]:
+        console.print(f"Objects: {sum(c['objects'] for c in classes):,}")
     if len(counts) <= _SHOW_CLASSES:
         shown = ", ".join(
             f"{label} {scan.classes[label]} ({n:,})" for label, n in enumerate(counts)

@@ -1,5 +1,6 @@
 """Contact sheets: a grid of thumbnails from a ``.rec``, each captioned with
-its key and label; the quick look before training."""
+its key and label (a detection label's boxes drawn on the image); the
+quick look before training."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from PIL import Image, ImageDraw, ImageOps
 from ..errors import ConfigError, DatasetError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, check_pixels, open_image
 from ..recordio import IRHeader, RecordReader, read_record, unpack
+from ..recordio.detection import kept, problem, read_label
 from ..storage.atomic import AtomicGroup
 from .scanning import Damage, header_at, walk_records
 
@@ -38,7 +40,8 @@ def contact_sheet(
     format ``out``'s suffix names (``.png``, ``.jpg``, ``.webp``...).
     Returns ``(records shown, image size)``. Payloads that are not images
     get a grey tile saying so. With ``classes`` (label -> name, a class
-    map), single labels are captioned by name.
+    map), single labels are captioned by name. A detection label's boxes
+    are drawn on its image, each with its class's name.
 
     The sheet's size is checked against the pixel limit before anything is
     drawn, and only record offsets are kept while choosing (8 bytes each),
@@ -71,27 +74,63 @@ def contact_sheet(
         header, payload = unpack(read_record(buf, head, size, reader.name)[0])
         try:
             tile = _thumbnail(payload, thumb - 4)
-            sheet.paste(tile, (x + (thumb - tile.width) // 2, y + (thumb - tile.height) // 2))
+            at = (x + (thumb - tile.width) // 2, y + (thumb - tile.height) // 2)
+            sheet.paste(tile, at)
+            if header.flag and problem(header.label) is None:
+                _draw_boxes(draw, read_label(header.label).objects, at, tile.size, classes)
         except ImageTooLargeError:
             _grey_tile(draw, x, y, thumb, "too large")
         except DECODE_ERRORS:
             _grey_tile(draw, x, y, thumb, "not an image")
         text = f"{header.id}: {_caption(header, classes)}"[: thumb // 6]
-        try:
-            draw.text((x + 3, y + thumb), text, fill="black")
-        except UnicodeEncodeError:  # Pillow without FreeType draws Latin-1 only
-            draw.text(
-                (x + 3, y + thumb),
-                text.encode("latin-1", "replace").decode("latin-1"),
-                fill="black",
-            )
+        _text(draw, (x + 3, y + thumb), text, "black")
     with AtomicGroup() as group:
         with group.open(out) as f:
             sheet.save(f, fmt)
     return len(chosen), sheet.size
 
 
+#: box colours, a class each (cycled)
+_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6",
+            "#bfef45", "#469990", "#9a6324")  # fmt: skip
+
+
+def _draw_boxes(
+    draw: ImageDraw.ImageDraw,
+    objects: object,
+    at: tuple[int, int],
+    size: tuple[int, int],
+    classes: Mapping[int, str] | None,
+) -> None:
+    """Each box that MXNet keeps, on the tile at ``at`` of ``size``, with its
+    class's name (or number) at its top left corner."""
+    import numpy as np
+
+    rows = np.asarray(objects)
+    for cls, x0, y0, x1, y1 in rows[kept(rows)][:, :5].tolist():
+        box = (
+            at[0] + x0 * size[0],
+            at[1] + y0 * size[1],
+            at[0] + x1 * size[0],
+            at[1] + y1 * size[1],
+        )
+        colour = _COLOURS[int(cls) % len(_COLOURS)]
+        draw.rectangle(box, outline=colour, width=2)
+        name = classes.get(int(cls), f"{cls:g}") if classes else f"{cls:g}"
+        _text(draw, (box[0] + 2, box[1] + 1), name[:16], colour)
+
+
+def _text(draw: ImageDraw.ImageDraw, at: tuple[float, float], text: str, fill: str) -> None:
+    try:
+        draw.text(at, text, fill=fill)
+    except UnicodeEncodeError:  # Pillow without FreeType draws Latin-1 only
+        draw.text(at, text.encode("latin-1", "replace").decode("latin-1"), fill=fill)
+
+
 def _caption(header: IRHeader, classes: Mapping[int, str] | None) -> str:
+    if header.flag and problem(header.label) is None:
+        count = int(kept(read_label(header.label).objects).sum())
+        return f"{count} object{'' if count == 1 else 's'}"
     if header.flag:
         return str(header.label.tolist())
     value = float(header.label)

@@ -1,5 +1,6 @@
 """``rec info``: a ``.rec`` summarised from one walk of its frames (counts,
-label widths and values, image formats and sizes from a sample, the layout)."""
+label widths and values, image formats and sizes from a sample, the layout,
+and detection labels' objects, classes and box sizes)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     first_id = last_id = None
     split = 0
     face: dict[str, Any] = {"layout_records": set(), "header": None}
+    from .boxes import BoxStats  # (numpy)
+
+    boxes = BoxStats()
     for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
         heads.append(head)
         word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
@@ -62,6 +66,10 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             if header.id == 0:
                 face["header"] = header
         _count(flags, header.flag, overflow, "flags")
+        if header.flag > 0:
+            boxes.add(header.label)
+        else:
+            boxes.not_detection += 1
         if header.flag == 0:
             _count(labels, header.label, overflow, "labels")
         first_id = header.id if first_id is None else min(first_id, header.id)
@@ -121,6 +129,8 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
         "height": [min(heights), max(heights)] if heights else None,
         "index": {"path": index_path, "exists": index_exists, "agrees": agrees},
         "layout": face_layout(face["header"], len(face["layout_records"]), n),
+        # every record's label a detection label: objects, classes, box sizes
+        "detection": boxes.to_dict() if boxes.is_detection else None,
     }  # fmt: skip
 
 

@@ -17,9 +17,16 @@ from ..recordio.index import index_arrays
 from ..recordio.manifests import load_pack_manifest
 from ..storage import exists, sibling
 from ..storage.files import FileView, open_regular, read_json
-from .scanning import Damage, Progress, walk_records
+from .scanning import Damage, Progress, header_at, walk_records
 
-__all__ = ["Problem", "VerifyResult", "bad_padding", "padding_message", "verify"]
+__all__ = [
+    "LABEL_PROBLEMS",
+    "Problem",
+    "VerifyResult",
+    "bad_padding",
+    "padding_message",
+    "verify",
+]
 
 
 @dataclass(frozen=True)
@@ -57,15 +64,20 @@ def verify(
     idx: str | os.PathLike[str] | None = None,
     *,
     decode: bool = False,
+    boxes: bool = False,
     manifest: str | os.PathLike[str] | None = None,
     on_progress: Progress | None = None,
 ) -> VerifyResult:
     """Check every frame, the ``.idx`` (if there is one, or ``idx``), the
-    images (``decode``) and a pack manifest's SHA-256s (``manifest``)."""
+    images (``decode``), every label as a detection label (``boxes``:
+    :func:`~im2rec.inspect.boxes.label_problems`; the first
+    :data:`LABEL_PROBLEMS` records that break it are named, the rest
+    counted) and a pack manifest's SHA-256s (``manifest``)."""
     reader = RecordReader(path)
     buf, size = reader.mapping()
     result = VerifyResult(reader.name, size)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
+    broken = 0  # records whose label is no detection label
     for item in walk_records(reader, recover=True):
         if isinstance(item, Damage):
             result.problems.append(
@@ -80,9 +92,14 @@ def verify(
         _check_padding(buf, item, result)
         if decode:
             _check_image(buf, item, reader.name, result)
+        if boxes:
+            broken += _check_label(buf, item, reader.name, result, broken)
         if on_progress is not None and len(heads) % 4096 == 0:
             on_progress(item[1], size)
     result.records = len(heads)
+    if broken > LABEL_PROBLEMS:
+        result.problems.append(Problem(None, None, f"{broken - LABEL_PROBLEMS:,} more records' "
+                                       "labels are not detection labels"))  # fmt: skip
     index_location = os.fspath(idx) if idx is not None else sibling(reader.location, ".idx")
     index_path = Path(index_location)
     if idx is not None or exists(index_location):
@@ -92,6 +109,28 @@ def verify(
     if on_progress is not None:
         on_progress(size, size)
     return result
+
+
+#: records with a bad detection label named one by one (the rest are counted)
+LABEL_PROBLEMS = 100
+
+
+def _check_label(
+    buf: Buffer, item: tuple[int, int], name: str, result: VerifyResult, broken: int
+) -> int:
+    """1 when the record's label is no good detection label (named while
+    fewer than LABEL_PROBLEMS are), else 0."""
+    from .boxes import label_problems  # (numpy: only when labels are checked)
+
+    try:
+        header = header_at(buf, item[0], item[1], name)
+    except Im2RecError as exc:
+        result.problems.append(Problem(item[0], None, f"the header does not read: {exc}"))
+        return 1
+    found = label_problems(header.label if header.flag > 0 else None)
+    if found and broken < LABEL_PROBLEMS:
+        result.problems.append(Problem(item[0], header.id, "label: " + "; ".join(found)))
+    return 1 if found else 0
 
 
 def bad_padding(buf: Buffer, head: int, end: int) -> int | None:

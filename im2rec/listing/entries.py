@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import random
 from array import array
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
 from ..recordio.views import ListLike
 
-__all__ = ["Entries", "Entry", "EntryView", "labels_of", "shuffle_positions"]
+__all__ = ["BoxEntries", "Entries", "Entry", "EntryView", "labels_of", "shuffle_positions"]
+
+#: a box list's label: A = 4 values of header (A, B, width, height), then
+#: B = 6 values an object (class, corners, flag): listing.boxes writes them
+BOX_HEADER, BOX_OBJECT = 4, 6
 
 
 class Entry(NamedTuple):
@@ -78,6 +83,42 @@ class Entries(_Made):
 
     def _at(self, i: int) -> Entry:
         return Entry(i, self._labels[i], self.path(i))
+
+
+class BoxEntries(Entries):
+    """Entries with a detection label each (a float32 vector); an entry's
+    ``label`` is its first object's class (0 for an image with none), which
+    ``--stratify`` splits by."""
+
+    __slots__ = ("_value_ends", "_values")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._values = array("f")
+        self._value_ends = array("q")
+
+    def add_image(self, path: str, label: Any) -> None:
+        """An image and its detection label (float32 values; its first
+        object's class at ``BOX_HEADER``)."""
+        values = array("f", bytes(memoryview(label).cast("B")))
+        self.add(int(values[BOX_HEADER]) if len(values) > BOX_HEADER else 0, path)
+        self._values.extend(values)
+        self._value_ends.append(len(self._values))
+
+    def values(self, i: int) -> array[float]:
+        """Entry ``i``'s label vector (float32)."""
+        start = self._value_ends[i - 1] if i else 0
+        return self._values[start : self._value_ends[i]]
+
+    def counts(self) -> tuple[Counter[int], Counter[int]]:
+        """(images holding each class, objects of each class)."""
+        images: Counter[int] = Counter()
+        objects: Counter[int] = Counter()
+        for i in range(len(self)):
+            classes = [int(c) for c in self.values(i)[BOX_HEADER::BOX_OBJECT]]
+            objects.update(classes)
+            images.update(set(classes))
+        return images, objects
 
 
 class EntryView(_Made, ListLike[Entry]):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,6 +283,23 @@ def lst_pieces(
     source = iter(entries)
     while piece := list(itertools.islice(source, lines)):
         yield "".join([f"{i}\t{label_texts[label]}\t{path}\n" for i, label, path in piece])
+
+
+def box_lst_pieces(
+    entries: Iterable[tuple[int, int, str]], values: Callable[[int], Any], lines: int = 1 << 13
+) -> Iterator[str]:
+    """Detection ``.lst`` text, ``lines`` lines a piece: ``index``, the
+    entry's label vector ``values(index)`` (each float32 as its shortest
+    text, which reads back to the same float32), then the path."""
+    import numpy as np  # (str of a float32: its shortest text)
+
+    source = iter(entries)
+    while piece := list(itertools.islice(source, lines)):
+        rows = []
+        for i, _, path in piece:
+            labels = "\t".join(map(str, np.asarray(values(i), np.float32)))
+            rows.append(f"{i}\t{labels}\t{path}\n")
+        yield "".join(rows)
 
 
 def class_map_text(classes: list[str]) -> str:

@@ -27,16 +27,16 @@ import contextlib
 import os
 import random
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..storage import is_url, read_bytes, write_bytes
 from ..storage.atomic import AtomicGroup
 from ..storage.files import parse_json, read_json
-from .entries import Entry, EntryView, labels_of, shuffle_positions
-from .lstfile import class_map_text, lst_pieces, printable
+from .entries import BoxEntries, Entry, EntryView, labels_of, shuffle_positions
+from .lstfile import box_lst_pieces, class_map_text, lst_pieces, printable
 from .records import LISTS_FORMAT, ListsRecord, dump, load_lists_record
 from .walking import (
     DEFAULT_EXTS,
@@ -47,6 +47,9 @@ from .walking import (
     label_counts,
     scan_folder,
 )
+
+if TYPE_CHECKING:
+    from .boxes import BoxOptions
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -124,14 +127,22 @@ def _stratified(
 
 
 def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
-    counts = label_counts(scan.entries)
+    if isinstance(scan.entries, BoxEntries):  # images holding the class, and its objects
+        counts, objects = scan.entries.counts()
+        classes = [
+            {"label": label, "name": name, "images": counts[label], "objects": objects[label]}
+            for label, name in enumerate(scan.classes)
+        ]
+    else:
+        counts = label_counts(scan.entries)
+        classes = [
+            {"label": label, "folder": folder, "images": counts[label]}
+            for label, folder in enumerate(scan.classes)
+        ]
     return {
         "root": scan.root if is_url(scan.root) else os.path.abspath(scan.root),
         "images": len(scan.entries),
-        "classes": [
-            {"label": label, "folder": folder, "images": counts[label]}
-            for label, folder in enumerate(scan.classes)
-        ],
+        "classes": classes,
         "lists": [{"path": path, "images": n} for path, n in lists],
         "skipped": {reason: len(paths) for reason, paths in scan.skipped.items()},
     }
@@ -163,13 +174,21 @@ def make_lists(
     *,
     strict: bool = False,
     on_progress: Progress | None = None,
+    boxes: BoxOptions | None = None,
 ) -> ListResult:
     """Scan ``root`` and write ``PREFIX*.lst``, ``PREFIX.classes.tsv``,
     ``PREFIX.lists.json`` (and ``PREFIX.skipped.tsv`` when files were
     skipped), all or nothing. Lists a previous run recorded in
     ``PREFIX.lists.json`` that this run does not write are removed, so a
-    later ``rec pack PREFIX`` cannot pick up stale ones."""
-    scan = scan_folder(root, options, on_progress)
+    later ``rec pack PREFIX`` cannot pick up stale ones. With ``boxes``,
+    ``root`` is an annotation set (:mod:`.boxes`) and the lists are
+    detection lists."""
+    if boxes is not None:
+        from .boxes import read_boxes  # (numpy: only for annotation sets)
+
+        scan = read_boxes(os.fspath(root), boxes)
+    else:
+        scan = scan_folder(root, options, on_progress)
     if strict and scan.skipped:
         counts = ", ".join(f"{len(paths)} {reason}" for reason, paths in scan.skipped.items())
         raise DatasetError(f"{scan.root}: {counts}; nothing written (--strict)")
@@ -182,6 +201,13 @@ def make_lists(
     lists: list[tuple[str, int]] = []
     texts: list[tuple[str, str]] = []  # (path, content), the run record last
     label_texts = [f"{label:f}" for label in range(len(scan.classes))]
+    found = scan.entries
+
+    def pieces(entries: Sequence[Entry]) -> Iterator[str]:
+        if isinstance(found, BoxEntries):
+            return box_lst_pieces(entries, found.values)
+        return lst_pieces(entries, label_texts)
+
     planned = plan_lists(scan.entries, options)
     for suffix, entries in planned:
         lists.append((f"{prefix_s}{suffix}.lst", len(entries)))
@@ -196,19 +222,20 @@ def make_lists(
         "format": LISTS_FORMAT, "root": done["root"], "images": done["images"],
         "classes": done["classes"], "lists": done["lists"], "skipped": done["skipped"],
         "class_map": done["class_map"], "manifest": done["manifest"],
-        "skipped_report": done["skipped_report"], "options": _options_dict(options),
+        "skipped_report": done["skipped_report"],
+        "options": {**_options_dict(options), **({"boxes": vars(boxes)} if boxes else {})},
     }  # fmt: skip
     texts.append((names["lists.json"], dump(record)))
     if remote:  # each object appears whole; the run record last
         for (path, _), (_, entries) in zip(lists, planned, strict=True):
-            write_bytes(path, "".join(lst_pieces(entries, label_texts)).encode("utf-8"))
+            write_bytes(path, "".join(pieces(entries)).encode("utf-8"))
         for path, text in texts:
             write_bytes(path, text.encode("utf-8"))
     else:
         with AtomicGroup() as group:
             for (path, _), (_, entries) in zip(lists, planned, strict=True):
                 with group.open(path) as f:  # a piece at a time: the text is never whole
-                    for piece in lst_pieces(entries, label_texts):
+                    for piece in pieces(entries):
                         f.write(piece.encode("utf-8"))
             for path, text in texts:
                 group.write_text(path, text)

@@ -41,6 +41,8 @@ class BatchJob:
     #: where each record's span ends (the next record's offset), when known:
     #: each is then read in one pread
     stops: np.ndarray | None = None
+    #: what a record with fewer labels than label_width is padded with
+    label_pad_value: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -133,11 +135,16 @@ def _label(
     if not job.labels_from_header:
         return 0.0  # the parent fills labels from path_imglist
     count = flag if flag > 0 else 1
-    if count != width:
+    if count > width:
         # MXNet's own check, with its wording's facts (docs/format.md,
-        # "ImageRecordIter", "One record's pipeline", step 3)
+        # "ImageRecordIter", "One record's pipeline", step 3); fewer labels
+        # than label_width, which MXNet refuses too, are padded instead
         raise ConfigError(
             f"{name}: the record at byte {offset:,} has {count} label(s) but label_width is "
-            f"{width}; set label_width={count}, or give labels with path_imglist"
+            f"{width}; set label_width={count} or more, or give labels with path_imglist"
         )
+    if count < width:
+        row = np.full(width, job.label_pad_value, np.float32)
+        row[:count] = label
+        return row
     return label if flag > 0 else float(label)

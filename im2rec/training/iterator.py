@@ -61,8 +61,12 @@ class ImageRecordIter:
     :class:`~im2rec.training.augment.Augmenter` by MXNet's names (``mean_r``...,
     ``std_r``..., ``brightness``, ``max_rotate_angle``, ``mean_img``...).
     Beyond them: ``on_corrupt="skip"`` drops undecodable records (counted
-    in ``skipped``) instead of raising. Unknown keywords are ignored with a
-    warning, as MXNet ignores them (silently).
+    in ``skipped``) instead of raising; a record with fewer labels than
+    ``label_width`` (multi-label records of different lengths) has its row
+    padded with ``label_pad_value`` (-1, the detection iterator's default),
+    where MXNet stops; more labels than ``label_width`` is an error, as in
+    MXNet. Unknown keywords are ignored with a warning, as MXNet ignores
+    them (silently).
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class ImageRecordIter:
         path_imgidx: str | os.PathLike[str] = "",
         path_imglist: str | os.PathLike[str] = "",
         label_width: int = 1,
+        label_pad_value: float = -1.0,
         shuffle: bool = False,
         seed: int = 0,
         round_batch: bool = True,
@@ -117,6 +122,7 @@ class ImageRecordIter:
             image = mean_image(os.fspath(mean_img), compute, verbose)
             self.augmenter = self.augmenter.replace(mean_img=image)
         self.batch_size = batch_size
+        self.label_pad_value = float(label_pad_value)
         self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
         self.seed_aug = seed if seed_aug is None else seed_aug
         self.skip_corrupt = on_corrupt == "skip"
@@ -212,6 +218,7 @@ class ImageRecordIter:
             storage_options=self.storage_options,
             cache=self.cache,
             stops=None if self._size is None else record_stops(self._every, offsets, self._size),
+            label_pad_value=self.label_pad_value,
         )
 
     def _top_up(self) -> None:

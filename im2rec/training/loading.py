@@ -288,20 +288,48 @@ def new_batch(count: int, shape: tuple[int, ...], dtype: str) -> tuple[np.ndarra
     return lease.images, lease
 
 
+def _ragged(labels: Sequence[Any]) -> bool:
+    """Whether multi-label records of a batch hold different numbers of labels."""
+    shapes = {np.shape(label) for label in labels}
+    return len(shapes) > 1 and any(len(shape) == 1 for shape in shapes)
+
+
+def collate_labels(labels: Sequence[Any]) -> Any:
+    """A batch's labels: one tensor (``default_collate``), or, where
+    multi-label records hold different numbers of labels, a list of
+    1-D float32 tensors, one a sample, each as long as its record's label
+    (a single label: one value)."""
+    from torch.utils.data import default_collate
+
+    if _ragged(labels):
+        import torch
+
+        return [torch.from_numpy(np.array(label, np.float32, ndmin=1)) for label in labels]
+    return default_collate(list(labels))
+
+
 def collate(batch: Any) -> Any:
     """``collate_fn`` for a ``DataLoader`` over a
     :class:`~im2rec.training.dataset.RecordDataset`: ``(images, labels)``
     tensors, the images over the memory they were decoded into (no copy,
     none made by torch to move them to the training process); anything but
-    a :class:`Batch` goes to torch's ``default_collate``."""
+    a :class:`Batch` goes to torch's ``default_collate``. Labels of
+    different lengths (multi-label records with more labels in some) come
+    as a list of tensors (:func:`collate_labels`)."""
     from torch.utils.data import default_collate, get_worker_info
 
     if not isinstance(batch, Batch):
+        pairs = isinstance(batch, Sequence) and all(
+            isinstance(s, tuple) and len(s) == 2 for s in batch
+        )
+        if pairs and _ragged([label for _, label in batch]):
+            images = default_collate([image for image, _ in batch])
+            return images, collate_labels([label for _, label in batch])
         return default_collate(batch)
     if batch.home is None:
         import torch
 
-        return torch.from_numpy(batch.images), default_collate(batch.labels)
+        return torch.from_numpy(batch.images), collate_labels(batch.labels)
     lease = batch.home
     lease.hand_over()  # held until the training process drops every view
     parcel = _Parcel(lease.slots, lease.slot, batch.images.shape, batch.images.dtype.str,
@@ -372,7 +400,6 @@ def _receive(
     labels: list[Any],
 ) -> tuple[Any, Any]:
     import torch
-    from torch.utils.data import default_collate
 
     block = _mapped(path, owner)
     count = math.prod(shape)
@@ -380,7 +407,7 @@ def _receive(
     # Every tensor and view made from this one keeps it alive: the slot is
     # free again only when the last of them is collected.
     weakref.finalize(images, _release, block, slot)
-    return torch.from_numpy(images.reshape(shape)), default_collate(labels)
+    return torch.from_numpy(images.reshape(shape)), collate_labels(labels)
 
 
 def _release(block: _Mapped | Slots, slot: int) -> None:

@@ -1,0 +1,203 @@
+"""rec list --boxes: Pascal VOC, COCO and YOLO sets into detection lists
+whose labels MXNet's detection iterator reads, packed and read back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from im2rec.cli import main
+from im2rec.listing.lstfile import read_lst
+from im2rec.recordio import IndexedRecordReader, unpack
+from im2rec.recordio.detection import problem, read_label
+
+from ..boxsets import IMAGES, coco_set, voc_set, yolo_set
+
+CLASSES = ["cat", "dog", "person"]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def expected(name: str, flags: bool = True) -> tuple[list[float], np.ndarray]:
+    """The header and (N, 6) objects an image of IMAGES should list as."""
+    _, w, h, objects = next(i for i in IMAGES if i[0] == name)
+    rows = [(CLASSES.index(c), x0 / w, y0 / h, x1 / w, y1 / h, f if flags else 0)
+            for c, x0, y0, x1, y1, f in objects]  # fmt: skip
+    return [4, 6, w, h], np.asarray(rows, np.float32).reshape(-1, 6)
+
+
+def listed(lst: Path) -> dict[str, list[float]]:
+    return {Path(item.path).stem: list(item.labels) for item in read_lst(lst)}
+
+
+@pytest.mark.parametrize("fmt", ["voc", "coco", "yolo"])
+def test_each_format_lists_the_same_boxes(fmt: str, tmp_path: Path) -> None:
+    root = {"voc": voc_set, "coco": coco_set, "yolo": yolo_set}[fmt](tmp_path / fmt)
+    extra = ["--annotations", str(root / "instances.json")] if fmt == "coco" else []
+    images = root / "images" if fmt == "coco" else root
+    code, out = run("list", str(images), "--boxes", fmt, *extra, "-o", str(tmp_path / "o"), "-q")
+    assert code == 0, out
+    got = listed(tmp_path / "o.lst")
+    assert sorted(got) == ["a", "b", "d"]  # "c" has no object
+    for name, label in got.items():
+        assert problem(label) is None
+        header, objects = expected(name, flags=fmt != "yolo")
+        parsed = read_label(label)
+        assert parsed.header.tolist() == header
+        np.testing.assert_allclose(parsed.objects, objects, atol=1e-6)
+    assert (tmp_path / "o.classes.tsv").read_text() == "0\tcat\n1\tdog\n2\tperson\n"
+    summary = json.loads((tmp_path / "o.lists.json").read_text())
+    assert [(c["name"], c["images"], c["objects"]) for c in summary["classes"]] == [
+        ("cat", 2, 3), ("dog", 2, 2), ("person", 1, 1)
+    ]  # fmt: skip
+
+
+def test_voc_image_sets_and_classes_given(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "VOC2007", sets={"val": ["d", "b"]})
+    names = tmp_path / "names.txt"
+    names.write_text("person\ndog\ncat\n")
+    code, out = run("list", str(root), "--boxes", "voc", "--image-set", "val", "--classes",
+                    str(names), "--no-shuffle", "-o", str(tmp_path / "v"), "-q")  # fmt: skip
+    assert code == 0, out
+    items = read_lst(tmp_path / "v.lst")
+    assert [i.path for i in items] == ["JPEGImages/d.jpg", "JPEGImages/b.jpg"]  # the set's order
+    assert read_label(items[1].labels).objects[:, 0].tolist() == [0]  # person is 0 now
+
+
+def test_coco_boxes_are_clipped_and_empty_ones_skipped_and_reported(tmp_path: Path) -> None:
+    images = [("a", 64, 48, [("dog", 4, 6, 40, 30, 0), ("cat", -3, 10, 70, 48, 0),
+                             ("cat", 64, 0, 70, 10, 0)])]  # fmt: skip
+    root = coco_set(tmp_path / "coco", images)
+    code, out = run("list", str(root / "images"), "--boxes", "coco", "--annotations",
+                    str(root / "instances.json"), "-o", str(tmp_path / "c"))  # fmt: skip
+    assert code == 0, out
+    objects = read_label(listed(tmp_path / "c.lst")["a"]).objects
+    np.testing.assert_allclose(objects[1, 1:5], [0, 10 / 48, 1, 1], atol=1e-6)  # clipped
+    assert len(objects) == 2  # the third has nothing inside the image
+    assert "Skipped 1 file(s): box with no area inside its image" in out
+    assert "a.jpg (object 2)" in (tmp_path / "c.skipped.tsv").read_text()
+
+
+def test_coco_crowd_and_empty_images(tmp_path: Path) -> None:
+    root = coco_set(tmp_path / "coco")
+    ann = str(root / "instances.json")
+    code, out = run("list", str(root / "images"), "--boxes", "coco", "--annotations", ann,
+                    "--crowd", "skip", "--keep-empty", "-o", str(tmp_path / "c"), "-q")  # fmt: skip
+    assert code == 0, out
+    got = listed(tmp_path / "c.lst")
+    assert got["c"] == [4, 6, 80, 40]  # kept, with no object
+    assert read_label(got["a"]).objects[:, 0].tolist() == [1]  # the crowd cat is gone
+
+
+@pytest.mark.parametrize(
+    ("fmt", "damage", "words"),
+    [
+        (
+            "voc",
+            lambda r: (r / "Annotations/a.xml").write_text(
+                '<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x "xx">]><annotation>&x;</annotation>'
+            ),
+            "a.xml: not a VOC annotation (it declares a DTD",
+        ),
+        (
+            "voc",
+            lambda r: (r / "Annotations/b.xml").write_text(
+                "<annotation><size><width>50</width><height>50</height></size><object><name>cat"
+                "</name><bndbox><xmin>10</xmin><ymin>1</ymin><xmax>5</xmax><ymax>9</ymax></bndbox>"
+                "</object></annotation>"
+            ),
+            "b.xml: object 0 ('cat'): the box (9, 0, 4, 8) is empty or leaves the 50x50 image",
+        ),
+        (
+            "voc",
+            lambda r: (r / "ImageSets/Main/bad.txt").write_text("a\n../../etc/passwd\n"),
+            "bad.txt:2: the name '../../etc/passwd' leads out of the folder",
+        ),
+        (
+            "coco",
+            lambda r: (r / "instances.json").write_text(
+                json.dumps(
+                    {
+                        "images": [{"id": 1, "file_name": "/etc/passwd", "width": 5, "height": 5}],
+                        "annotations": [],
+                        "categories": [],
+                    }
+                )
+            ),
+            "image 0: the name '/etc/passwd' is an absolute path",
+        ),
+        (
+            "coco",
+            lambda r: (r / "instances.json").write_text(
+                json.dumps(
+                    {
+                        "images": [{"id": 1, "file_name": "a.jpg", "width": 5, "height": 5}],
+                        "annotations": [{"image_id": 1, "category_id": 9, "bbox": [0, 0, 1, 1]}],
+                        "categories": [{"id": 1, "name": "cat"}],
+                    }
+                )
+            ),
+            "annotation 0: category_id 9 is not among the categories",
+        ),
+        (
+            "yolo",
+            lambda r: (r / "labels/b.txt").write_text("0 0.5 0.5 0.2\n"),
+            "b.txt:1: expected `class cx cy w h` (five numbers)",
+        ),
+        (
+            "yolo",
+            lambda r: (r / "labels/b.txt").write_text("0 0.9 0.5 0.4 0.2\n"),
+            "b.txt:1: the box (0.7, 0.4, 1.1, 0.6) is empty or leaves the 1x1 image",
+        ),
+    ],
+)
+def test_a_bad_annotation_is_one_line_naming_file_and_object(
+    fmt: str, damage: object, words: str, tmp_path: Path
+) -> None:
+    root = {"voc": voc_set, "coco": coco_set, "yolo": yolo_set}[fmt](tmp_path / fmt)
+    damage(root)  # type: ignore[operator]
+    args = [str(root / "images") if fmt == "coco" else str(root), "--boxes", fmt]
+    if fmt == "coco":
+        args += ["--annotations", str(root / "instances.json")]
+    if "bad.txt" in words:
+        args += ["--image-set", "bad"]
+    done = subprocess.run([sys.executable, "-m", "im2rec", "list", *args, "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not list(tmp_path.glob("out*"))  # nothing written
+
+
+def test_folder_options_are_refused_with_boxes(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "voc")
+    code, out = run("list", str(root), "--boxes", "voc", "--recursive")
+    assert code != 0 and "--recursive walks folders" in out
+    code, out = run("list", str(root), "--image-set", "train")
+    assert code != 0 and "apply to --boxes" in out
+
+
+@pytest.mark.slow
+def test_listed_boxes_pack_into_labels_mxnet_reads(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "voc")
+    code, out = run("list", str(root), "--boxes", "voc", "-o", str(tmp_path / "voc"), "-q")
+    assert code == 0, out
+    done = subprocess.run([sys.executable, "-m", "im2rec", "pack", "--pass-through",
+                           "--pack-label", "--root", str(root), str(tmp_path / "voc.lst")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = {item.key: item for item in read_lst(tmp_path / "voc.lst")}
+    reader = IndexedRecordReader(tmp_path / "voc.rec")
+    for key in reader.keys:
+        header, payload = unpack(reader.read_key(key))
+        assert np.array_equal(header.label, np.asarray(lines[key].labels, np.float32))
+        assert payload == (root / lines[key].path).read_bytes()

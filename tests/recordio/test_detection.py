@@ -1,0 +1,66 @@
+"""The detection label layout: what MXNet's detection iterator accepts,
+written and read back by the one module that knows it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from im2rec.recordio.detection import kept, make_label, outside, problem, read_label
+
+unit = st.floats(0, 1, width=32)
+objects = st.integers(1, 8).flatmap(
+    lambda width: st.lists(st.lists(unit, min_size=width + 5, max_size=width + 5), max_size=20)
+)
+
+
+@given(objects, st.lists(st.floats(-1e6, 1e6, width=32), max_size=4))
+def test_a_label_made_reads_back_as_its_objects(
+    rows: list[list[float]], extra: list[float]
+) -> None:
+    width = len(rows[0]) if rows else 5
+    label = make_label(np.asarray(rows, np.float32).reshape(-1, width), extra)
+    assert label.dtype == np.float32 and label[:2].tolist() == [2 + len(extra), width]
+    if not rows:  # the header alone: MXNet refuses it
+        assert problem(label) is not None
+        return
+    assert problem(label) is None
+    got = read_label(label)
+    assert got.header.tolist() == label[: 2 + len(extra)].tolist()
+    assert np.array_equal(got.objects, np.asarray(rows, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ([2, 5, 0, 0.1, 0.1, 0.2], "6 label values"),
+        ([1, 5, 0, 0.1, 0.1, 0.2, 0.2], "header width A = 1"),
+        ([2, 4, 0, 0.1, 0.1, 0.2, 0.2], "object width B = 4"),
+        ([2, 5, 0, 0.1, 0.1, 0.2, 0.2, 1], "not a whole number of 5-value objects"),
+        ([9, 5, 0, 0.1, 0.1, 0.2, 0.2], "only 7 values"),
+        ([float("nan"), 5, 0, 0.1, 0.1, 0.2, 0.2], "header width A = nan"),
+        ([2, 1e9, 0, 0.1, 0.1, 0.2, 0.2], "object width B = 1e+09"),
+    ],
+)
+def test_what_mxnet_refuses_is_named(values: list[float], words: str) -> None:
+    why = problem(values)
+    assert why is not None and words in why
+    with pytest.raises(ValueError, match="."):
+        read_label(values)
+
+
+def test_widths_are_read_as_mxnet_casts_them() -> None:
+    """(static_cast<int>: 2.9 is 2, as MXNet reads it.)"""
+    got = read_label([2.9, 5.5, 0, 0.1, 0.1, 0.2, 0.2])
+    assert (got.header_width, got.object_width) == (2, 5)
+
+
+def test_empty_boxes_are_dropped_and_out_of_range_ones_found() -> None:
+    rows = np.asarray(
+        [[0, 0.1, 0.1, 0.5, 0.5], [1, 0.5, 0.1, 0.5, 0.6], [2, 0.1, 0.6, 0.2, 0.5],
+         [3, -0.1, 0, 0.5, 1.2], [4, 0.2, 0.2, float("nan"), 0.3]], np.float32,
+    )  # fmt: skip
+    assert kept(rows).tolist() == [True, False, False, True, False]
+    assert outside(rows).tolist() == [False, False, False, True, True]
