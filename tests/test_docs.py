@@ -136,6 +136,7 @@ def test_getting_started_runs_as_printed(tmp_path: Path) -> None:
 def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     """docs/detection.md on a VOC, a COCO and a YOLO set made here, at the
     paths the page names."""
+    pytest.importorskip("torch")
     from tests.boxsets import coco_set, voc_set, yolo_set
 
     voc_set(tmp_path / "VOCdevkit" / "VOC2007", sets={"trainval": ["a", "b", "d"]})
@@ -146,6 +147,7 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     yolo_set(tmp_path / "mydata")
     out = _run_blocks((ROOT / "docs/detection.md").read_text(), tmp_path)
     assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels
+    assert "torch.int64" in out and "(3, 4)" in out  # the DataLoader's targets
     for name in ("voc_trainval", "coco_val", "mydata"):
         assert len((tmp_path / f"{name}.lst").read_text().splitlines()) == 3, name
         assert (tmp_path / f"{name}.rec").stat().st_size > 0, name

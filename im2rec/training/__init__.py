@@ -1,6 +1,7 @@
 """Training input: records back as samples and batches.
 
-Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s),
+Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s;
+:mod:`.targets`, its detection targets),
 :mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.vocabulary`
 (MXNet's iterator keywords, batches and part/shuffle rules),
 :mod:`.batching` (batch slots in shared memory and their workers),

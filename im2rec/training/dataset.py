@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import ImageOps, UnidentifiedImageError
 
-from ..errors import DatasetError, ImageCodecError, ImageTooLargeError
+from ..errors import ConfigError, DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..listing.lstfile import class_map_beside, read_class_map
 from ..recordio import IndexedRecordReader, unpack
@@ -34,6 +34,7 @@ from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
 from .augment.fused import Writer
 from .loading import Batch, collate, new_batch
+from .targets import detection_collate, detection_target, image_size
 
 __all__ = ["RecordDataset"]
 
@@ -51,9 +52,15 @@ class RecordDataset:
     float32; ``nn.CrossEntropyLoss`` wants integers), and a float32 array
     for a multi-label record (``flag > 0``); a single label that is not a
     whole number is an error that says to pass ``labels="float"``, which
-    gives every single label as MXNet's float. ``transform``
-    and ``target_transform`` are applied to the image and label (pass
-    picklable callables for ``spawn`` workers). Without an ``.idx`` the file
+    gives every single label as MXNet's float. ``labels="boxes"`` reads a
+    detection rec: the label is a target dict as torchvision's detection
+    models take it (:mod:`~im2rec.training.targets`: boxes in pixels of the
+    decoded image, int64 labels), batched by :attr:`collate_boxes`.
+    ``transform`` and ``target_transform`` are applied to the image and
+    label, ``transforms`` to both at once (``(image, target) -> (image,
+    target)``, as torchvision's datasets take it; with ``labels="boxes"``
+    the only way to transform the image, so the boxes move with it); pass
+    picklable callables for ``spawn`` workers. Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1; a warning says so), with
     ``missing_index="scan"``, the default; ``"error"`` refuses.
     ``min_size=(w, h)`` decodes JPEGs at the smallest DCT scale (1/2, 1/4,
@@ -92,7 +99,8 @@ class RecordDataset:
         missing_index: Literal["error", "scan"] = "scan",
         min_size: tuple[int, int] | None = None,
         on_corrupt: Literal["raise", "skip"] = "raise",
-        labels: Literal["class", "float"] = "class",
+        labels: Literal["class", "float", "boxes"] = "class",
+        transforms: Callable[[Any, Any], tuple[Any, Any]] | None = None,
         storage_options: dict[str, Any] | None = None,
         cache: BlockCache | str | os.PathLike[str] | None = None,
         class_map: str | os.PathLike[str] | None = None,
@@ -101,8 +109,17 @@ class RecordDataset:
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
         if on_corrupt not in ("raise", "skip"):
             raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
-        if labels not in ("class", "float"):
-            raise ValueError(f"labels must be 'class' or 'float', not {labels!r}")
+        if labels not in ("class", "float", "boxes"):
+            raise ValueError(f"labels must be 'class', 'float' or 'boxes', not {labels!r}")
+        if transforms is not None and (transform is not None or target_transform is not None):
+            raise ConfigError("pass transforms= (image and target together) or transform= and "
+                              "target_transform=, not both")  # fmt: skip
+        if labels == "boxes" and transform is not None:
+            raise ConfigError(
+                "labels='boxes' with transform=: a transform of the image alone would leave "
+                "the boxes where they were; pass transforms=, which takes (image, target) and "
+                "returns both (torchvision.transforms.v2 moves boxes with the image)"
+            )
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
         if min_size is not None and not (
@@ -128,6 +145,7 @@ class RecordDataset:
         self.labels = labels
         self.transform = transform
         self.target_transform = target_transform
+        self.transforms = transforms
         self.skip_corrupt = on_corrupt == "skip"
         self.skipped: list[tuple[Any, int, str]] = []
         # the keys served, in order: a view of the index's array, or a range
@@ -230,6 +248,9 @@ class RecordDataset:
     #: the ``collate_fn`` to give a ``DataLoader`` over this dataset
     #: (:func:`im2rec.training.loading.collate`)
     collate = staticmethod(collate)
+    #: the ``collate_fn`` for ``labels="boxes"``: images and a list of
+    #: targets (:func:`im2rec.training.targets.detection_collate`)
+    collate_boxes = staticmethod(detection_collate)
 
     def _fetch(
         self, i: int, into: np.ndarray | None, write: Writer | None = None, outcome: Any = None
@@ -284,8 +305,17 @@ class RecordDataset:
                     image = self.transform(image)
             except ImageCodecError as exc:  # e.g. Augmenter on output="bytes"
                 raise self._codec_error(key, exc) from exc
+        if self.labels == "boxes":
+            values = header.label if header.flag else None
+            label = detection_target(
+                values,
+                lambda: image_size(self.output, image, header, payload),
+                f"{self.reader.name}: record {key!r}",
+            )
         if self.target_transform is not None:
             label = self.target_transform(label)
+        if self.transforms is not None:
+            image, label = self.transforms(image, label)
         return image, label
 
     def _class_index(self, label: float, key: Any) -> int:

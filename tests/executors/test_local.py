@@ -30,3 +30,31 @@ def test_close_stops_each_worker_after_the_item_in_hand(tmp_path: Path) -> None:
     # Finishing the chunks in hand would start 200 items; stopping, about 100.
     assert 50 <= started < 150, started
     results.close()
+
+
+def _die_on_three(item: int) -> int:
+    import os
+    import signal
+
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * 2
+
+
+@pytest.mark.slow
+def test_where_the_socket_pool_is_missing_cpythons_pool_does_the_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(macOS has no SOCK_SEQPACKET pairs: LocalExecutor then runs on
+    CPython's ProcessPoolExecutor, as it is.)"""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from im2rec.executors import WorkerCrashed, processes
+
+    monkeypatch.setattr(processes, "available", lambda: False)
+    with LocalExecutor(2, chunk=2) as ex:
+        assert list(ex.map_ordered(abs, range(-6, 0))) == [6, 5, 4, 3, 2, 1]
+        assert isinstance(ex._processes, ProcessPoolExecutor) and ex.pids == []
+        assert ex.submit(abs, -7).result() == 7
+        with pytest.raises(WorkerCrashed, match="worker process died"):
+            list(ex.map_ordered(_die_on_three, range(8)))

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from im2rec.cli import main
 from im2rec.listing.lstfile import read_lst
@@ -201,3 +203,63 @@ def test_listed_boxes_pack_into_labels_mxnet_reads(tmp_path: Path) -> None:
         header, payload = unpack(reader.read_key(key))
         assert np.array_equal(header.label, np.asarray(lines[key].labels, np.float32))
         assert payload == (root / lines[key].path).read_bytes()
+
+
+# --- hostile annotation files: a clear error or a listing, never a traceback -------------
+
+_FIELD = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+                   st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+                   st.lists(st.integers(-5, 100), max_size=5))  # fmt: skip
+_COCO = st.fixed_dictionaries({
+    "images": st.lists(st.dictionaries(st.sampled_from(["id", "file_name", "width", "height"]),
+                                       _FIELD), max_size=4),
+    "annotations": st.lists(st.dictionaries(
+        st.sampled_from(["image_id", "category_id", "bbox", "iscrowd"]), _FIELD), max_size=4),
+    "categories": st.lists(st.dictionaries(st.sampled_from(["id", "name"]), _FIELD), max_size=3),
+})  # fmt: skip
+
+
+def _listed_or_refused(root: Path, *args: str) -> None:
+    from im2rec.errors import Im2RecError
+
+    out = root.parent / "out"
+    result = CliRunner().invoke(main, ["list", str(root), *args, "-o", str(out), "-q"])
+    assert result.exit_code in (0, 1, 2), result.output
+    if result.exit_code:
+        assert "Error:" in result.output and "Traceback" not in result.output, result.output
+        assert isinstance(result.exception, SystemExit | Im2RecError), result.exception
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(xml=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_any_voc_annotation_is_listed_or_refused_clearly(tmp_path: Path, xml: bytes) -> None:
+    root = voc_set(tmp_path / "voc", IMAGES[:1])
+    (root / "Annotations" / "a.xml").write_bytes(xml)
+    _listed_or_refused(root, "--boxes", "voc")
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_COCO)
+def test_any_coco_file_is_listed_or_refused_clearly(tmp_path: Path, data: dict) -> None:
+    root = tmp_path / "coco"
+    root.mkdir(exist_ok=True)
+    (root / "i.json").write_text(json.dumps(data))
+    _listed_or_refused(root, "--boxes", "coco", "--annotations", str(root / "i.json"))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(st.sampled_from("0123456789 .-e\nabnif\t"), max_size=80))
+def test_any_yolo_label_file_is_listed_or_refused_clearly(tmp_path: Path, text: str) -> None:
+    root = (
+        yolo_set(tmp_path / "yolo", IMAGES[:1])
+        if not (tmp_path / "yolo").exists()
+        else tmp_path / "yolo"
+    )
+    (root / "labels" / "a.txt").write_text(text)
+    _listed_or_refused(root, "--boxes", "yolo")

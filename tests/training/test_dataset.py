@@ -251,7 +251,7 @@ def test_a_label_that_is_no_class_index_says_to_ask_for_floats(tmp_path: Path) -
                                            r"labels='float'"):  # fmt: skip
         RecordDataset(tmp_path / "scores.rec")[0]
     assert RecordDataset(tmp_path / "scores.rec", labels="float")[0][1] == 0.25
-    with pytest.raises(ValueError, match="labels must be 'class' or 'float'"):
+    with pytest.raises(ValueError, match="labels must be 'class', 'float' or 'boxes'"):
         RecordDataset(tmp_path / "scores.rec", labels="int")  # type: ignore[arg-type]
 
 

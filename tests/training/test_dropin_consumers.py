@@ -76,6 +76,62 @@ class GluonRecordDataset:
         return len(self._record.keys)
 
 
+def _transform_label(label: Any, height: Any = None, width: Any = None) -> Any:
+    """GluonCV's gluoncv/data/recordio/detection.py, as it is."""
+    label = np.array(label).ravel()
+    header_len = int(label[0])  # label header
+    label_width = int(label[1])  # the label width for each object, >= 5
+    if label_width < 5:
+        raise ValueError(f"Label info for each object should >= 5, given {label_width}")
+    min_len = header_len + 5
+    if len(label) < min_len:
+        raise ValueError(f"Expected label length >= {min_len}, got {len(label)}")
+    if (len(label) - header_len) % label_width:
+        raise ValueError("Broken label")
+    gcv_label = label[header_len:].reshape(-1, label_width)
+    # swap columns, gluon-cv requires [xmin-ymin-xmax-ymax-id-extra0-extra1-xxx]
+    ids = gcv_label[:, 0].copy()
+    gcv_label[:, :4] = gcv_label[:, 1:5]
+    gcv_label[:, 4] = ids
+    # restore to absolute coordinates
+    if height is not None:
+        gcv_label[:, (0, 2)] *= width
+    if width is not None:
+        gcv_label[:, (1, 3)] *= height
+    return gcv_label
+
+
+class RecordFileDetection(GluonRecordDataset):
+    """GluonCV's RecordFileDetection (coord_normalized=True)."""
+
+    def __getitem__(self, idx: int) -> tuple[Any, Any]:
+        img, label = super().__getitem__(idx)
+        h, w, _ = img.shape
+        return img, _transform_label(label, h, w)
+
+
+def test_gluoncv_record_file_detection_reads_our_boxes(tmp_path: Path) -> None:
+    """rec list --boxes, rec pack --pack-label, then GluonCV's reader: each
+    box back in pixels, class id after the corners, as GluonCV trains on."""
+    from im2rec.listing import ListOptions, make_lists
+    from im2rec.listing.boxes import BoxOptions
+
+    from ..boxsets import IMAGES, voc_set
+
+    root = voc_set(tmp_path / "voc")
+    make_lists(root, tmp_path / "voc", ListOptions(shuffle=False), boxes=BoxOptions("voc"))
+    pack_list(tmp_path / "voc.lst", PackOptions(pass_through=True, pack_label=True), root=root)
+    ds = RecordFileDetection(tmp_path / "voc.rec")
+    listed = [image for image in IMAGES if image[3]]  # (images with objects: a, b, d)
+    assert len(ds) == len(listed)
+    for k, (_, w, h, objects) in enumerate(listed):
+        image, label = ds[k]
+        assert image.shape == (h, w, 3)
+        classes = sorted({c for c, *_ in (o for _, _, _, obs in IMAGES for o in obs)})
+        expected = [[x0, y0, x1, y1, classes.index(c), flag] for c, x0, y0, x1, y1, flag in objects]
+        np.testing.assert_allclose(label, expected, atol=1e-4)
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("plain")
