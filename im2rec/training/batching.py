@@ -212,10 +212,18 @@ class Ring(shared_memory.SharedMemory):
         (:func:`~im2rec.training.loading.take_memory`), or None where
         ``/dev/shm`` has no room for it."""
         ring = cls(create=True, size=size)
-        fd = getattr(ring, "_fd", -1)  # (CPython's descriptor of it, on POSIX)
-        if fd < 0:
+        # the block's file, opened by its name (POSIX shared memory lives in
+        # /dev/shm on Linux): SharedMemory keeps its own descriptor private.
+        # The name was just created by this process, 0600, and /dev/shm's
+        # sticky bit keeps others from replacing it; no link is followed.
+        try:
+            fd = os.open(os.path.join("/dev/shm", ring.name.lstrip("/")),
+                         os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)  # fmt: skip
+        except (OSError, AttributeError):  # not Linux: taken as it is written
             return ring
         try:
+            if os.fstat(fd).st_size != ring.size:
+                return ring
             take_memory(fd, size)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
@@ -223,6 +231,8 @@ class Ring(shared_memory.SharedMemory):
             ring.close()
             ring.unlink()
             return None
+        finally:
+            os.close(fd)
         return ring
 
 
