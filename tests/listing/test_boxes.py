@@ -72,7 +72,7 @@ def test_voc_image_sets_and_classes_given(tmp_path: Path) -> None:
     assert code == 0, out
     items = read_lst(tmp_path / "v.lst")
     assert [i.path for i in items] == ["JPEGImages/d.jpg", "JPEGImages/b.jpg"]  # the set's order
-    assert read_label(items[1].labels).objects[:, 0].tolist() == [0]  # person is 0 now
+    assert read_label(items[1].labels).objects[:, 0].tolist() == [0]  # person: first given
 
 
 def test_coco_boxes_are_clipped_and_empty_ones_skipped_and_reported(tmp_path: Path) -> None:
