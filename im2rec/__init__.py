@@ -36,6 +36,7 @@ from .version import __version__
 # `import im2rec` (and the `rec` command's start-up) stays light.
 _LAZY = {
     "Augmenter": "training.augment",
+    "ImageDetRecordIter": "training.detiter",
     "ImageRecordIter": "training.iterator",
     "ImageRecordInt8Iter": "training.iterator",
     "ImageRecordUInt8Iter": "training.iterator",
@@ -58,6 +59,7 @@ __all__ = [
     "IRHeader",
     "Im2RecError",
     "ImageCodecError",
+    "ImageDetRecordIter",
     "ImageRecordInt8Iter",
     "ImageRecordIter",
     "ImageRecordUInt8Iter",

@@ -3,6 +3,7 @@ generated photos with known boxes (pixels, as each format stores them)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -74,3 +75,22 @@ def yolo_set(
             (root / "labels" / f"{name}.txt").write_text("".join(lines))
     (root / "classes.txt").write_text("".join(f"{n}\n" for n in names))
     return root
+
+
+def det_rec(
+    path: Path, sizes: list[tuple[int, int]], objects: list, header: tuple | None = None
+) -> Path:
+    """A detection ``.rec`` (and ``.idx``) of photos of ``sizes`` (width,
+    height), record ``i`` labelled ``make_label(objects[i], header)``
+    (boxes normalised, as listed; the header by default the image's width
+    and height, as ``rec list --boxes`` writes it) and keyed ``i``."""
+    from im2rec.recordio import IndexedRecordWriter, pack
+    from im2rec.recordio.detection import make_label
+
+    with IndexedRecordWriter(path, path.with_suffix(".idx")) as writer:
+        for i, ((w, h), objs) in enumerate(zip(sizes, objects, strict=True)):
+            label = make_label(objs, (w, h) if header is None else header)
+            buf = io.BytesIO()
+            photo(w, h, i).save(buf, "JPEG", quality=95)
+            writer.write_key(i, pack((len(label), label, i, 0), buf.getvalue()))
+    return path

@@ -148,6 +148,9 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     out = _run_blocks((ROOT / "docs/detection.md").read_text(), tmp_path)
     assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels
     assert "torch.int64" in out and "(3, 4)" in out  # the DataLoader's targets
+    # ImageDetRecordIter: rows 4 + (4 + 3 objects x 6), and SSD's objects view
+    assert "(3, 3, 300, 300) (3, 26) (3, 3, 6)" in out
+    assert "(3, 3, 300, 300) [[" in out  # the DataLoader of DetTransform samples
     for name in ("voc_trainval", "coco_val", "mydata"):
         assert len((tmp_path / f"{name}.lst").read_text().splitlines()) == 3, name
         assert (tmp_path / f"{name}.rec").stat().st_size > 0, name

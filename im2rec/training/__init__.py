@@ -2,17 +2,23 @@
 
 Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s;
 :mod:`.targets`, its detection targets),
-:mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.vocabulary`
+:mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.detiter`
+(``ImageDetRecordIter``, its detection iterator; :mod:`.detfill`, a
+detection batch), :mod:`.vocabulary`
 (MXNet's iterator keywords, batches and part/shuffle rules),
 :mod:`.batching` (batch slots in shared memory and their workers),
 :mod:`.filling` (one batch built by a worker), :mod:`.loading`
 (whole batches for a ``DataLoader``, moved without a copy) and
-:mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order).
+:mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order;
+``DetAugmenter``, its detection augmenter).
 """
 
 from .augment import Augmenter
+from .augment.detection import DetAugmenter
 from .blockorder import BlockSampler
 from .dataset import RecordDataset
+from .detfill import DetTransform
+from .detiter import ImageDetRecordIter, objects_view
 from .iterator import (
     DataBatch,
     DataDesc,
@@ -28,10 +34,14 @@ __all__ = [
     "BlockSampler",
     "DataBatch",
     "DataDesc",
+    "DetAugmenter",
+    "DetTransform",
+    "ImageDetRecordIter",
     "ImageRecordInt8Iter",
     "ImageRecordIter",
     "ImageRecordUInt8Iter",
     "MXArray",
     "RecordDataset",
     "collate",
+    "objects_view",
 ]

@@ -3,9 +3,10 @@
 The parent owns a block of shared memory cut into slots, one batch each
 (pixels, labels, record ids). A :class:`BatchJob` names a slot and the byte
 offsets of the batch's records; the worker reads each record from the
-``.rec``, runs the :class:`~im2rec.training.augment.Augmenter` straight into
-the slot (:func:`~im2rec.training.filling.fill_batch`) and returns only
-counts. No pixel array crosses a pipe.
+``.rec`` and fills the slot with the iterator's :data:`Fill` (for
+``ImageRecordIter``, the :class:`~im2rec.training.augment.Augmenter` run by
+:func:`~im2rec.training.filling.fill_batch`) and returns only counts. No
+pixel array crosses a pipe.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import warnings
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Any, Literal, NamedTuple
@@ -30,7 +32,6 @@ from ..executors import LocalExecutor, Outcome, check_workers, default_workers, 
 from ..executors.processes import Processes, available
 from ..recordio import RecordReader
 from ..storage.blockcache import BlockCache
-from .augment import Augmenter
 from .filling import BatchJob, BatchResult, fill_batch
 from .loading import take_memory
 
@@ -38,6 +39,7 @@ __all__ = [
     "BatchBuffers",
     "BatchJob",
     "BatchResult",
+    "Fill",
     "Pending",
     "Ring",
     "SlotLayout",
@@ -49,6 +51,10 @@ __all__ = [
     "release",
     "run_job",
 ]
+
+#: what a worker runs for one batch: ``fill(job, reader, (data, labels, ids))``
+#: (picklable, so worker processes started any way can take it)
+Fill = Callable[[BatchJob, RecordReader, tuple[np.ndarray, np.ndarray, np.ndarray]], BatchResult]
 
 CRASHED = (
     "an ImageRecordIter worker process died (killed, out of memory, or a crash "
@@ -179,7 +185,7 @@ def attach(name: str) -> shared_memory.SharedMemory:
     return shm
 
 
-def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: str) -> BatchResult:
+def run_job(job: BatchJob, layout: SlotLayout, fill: Fill, shm_name: str) -> BatchResult:
     """Worker entry point: fill ``job``'s slot of the shared block."""
     reader = _READERS.get(job.rec)
     if reader is None:
@@ -188,7 +194,7 @@ def run_job(job: BatchJob, layout: SlotLayout, augmenter: Augmenter, shm_name: s
         )
     views = layout.views(attach(shm_name).buf, job.slot)
     try:
-        return fill_batch(job, reader, augmenter, views)
+        return fill(job, reader, views)
     finally:
         del views  # release the exported buffer before the block may close
 
@@ -297,7 +303,7 @@ class Workers:
         threads: int | None,
         prefetch: int,
         layout: SlotLayout,
-        augmenter: Augmenter,
+        fill: Fill,
         rec: str,
         storage_options: dict[str, Any] | None,
         cache: BlockCache | None = None,
@@ -327,7 +333,7 @@ class Workers:
                 stacklevel=3,
             )
         self.kind = kind
-        self.layout, self.augmenter = layout, augmenter
+        self.layout, self.fill_batch = layout, fill
         self.executor = (
             LocalExecutor(count, option="preprocess_threads") if self.kind == "threads" else None
         )
@@ -342,10 +348,8 @@ class Workers:
         self.slots = SlotPool(slots, slots - count if count > 1 else 0)
         self.buf: Any = self.shm.buf if self.shm is not None else bytearray(size)
         self.processes: Processes | None = None
-        if self.shm is not None:  # forked now: they inherit the layout and the augmenter
-            run = functools.partial(
-                run_job, layout=layout, augmenter=augmenter, shm_name=self.shm.name
-            )
+        if self.shm is not None:  # forked now: they inherit the layout and the fill
+            run = functools.partial(run_job, layout=layout, fill=fill, shm_name=self.shm.name)
             try:
                 self.processes = Processes(count, run, crashed=CRASHED)
             except BaseException:
@@ -371,7 +375,7 @@ class Workers:
     def fill(self, job: BatchJob) -> BatchResult:
         """Build ``job`` in this process (inline, or on a worker thread)."""
         assert self.reader is not None
-        return fill_batch(job, self.reader, self.augmenter, self.layout.views(self.buf, job.slot))
+        return self.fill_batch(job, self.reader, self.layout.views(self.buf, job.slot))
 
     def collect(self, pending: Pending) -> BatchBuffers:
         job = pending.job

@@ -33,6 +33,7 @@ from ..storage import is_url
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
 from .augment.fused import Writer
+from .detfill import DetTransform
 from .loading import Batch, collate, new_batch
 from .targets import detection_collate, detection_target, image_size
 
@@ -199,6 +200,11 @@ class RecordDataset:
         :class:`~im2rec.training.loading.Batch`, which
         :meth:`collate` turns into tensors without a copy."""
         augment = self.transform
+        draw = self.transforms
+        if self.output == "bytes" and isinstance(draw, DetTransform) and indices:
+            images, home = new_batch(len(indices), draw.augmenter.data_shape, "float32")
+            return Batch(images, [self._fetch(i, images[j])[1] for j, i in enumerate(indices)],
+                         home)  # fmt: skip
         if self.output != "bytes" or not isinstance(augment, Augmenter) or not indices:
             return [self._fetch(i, None) for i in indices]
         images, home = new_batch(len(indices), augment.data_shape, augment.dtype)
@@ -314,7 +320,9 @@ class RecordDataset:
             )
         if self.target_transform is not None:
             label = self.target_transform(label)
-        if self.transforms is not None:
+        if isinstance(self.transforms, DetTransform) and into is not None:
+            image, label = self.transforms(image, label, out=into)
+        elif self.transforms is not None:
             image, label = self.transforms(image, label)
         return image, label
 

@@ -21,7 +21,7 @@ from ..recordio.reader import SPAN_LIMIT
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 
-__all__ = ["NATIVE_RUN", "BatchJob", "BatchResult", "fill_batch"]
+__all__ = ["NATIVE_RUN", "BatchJob", "BatchResult", "ImageFill", "fill_batch", "unusable"]
 
 
 @dataclass(frozen=True)
@@ -110,11 +110,7 @@ def fill_batch(
             write.finish(outcome, payload, data[filled])
         except (ImageCodecError, RecordFormatError) as exc:
             if not job.skip_corrupt:
-                raise type(exc)(
-                    f"{reader.name}: the record at byte {offset:,} cannot be used: {exc}; "
-                    "check the file with `rec verify`, or pass on_corrupt='skip' to skip "
-                    "such records"
-                ) from None
+                raise unusable(exc, reader.name, offset, "rec verify") from None
             skipped.append((offset, str(exc)))
             n += 1
             continue
@@ -127,6 +123,30 @@ def fill_batch(
     labels[filled:] = 0
     ids[filled:] = 0
     return BatchResult(filled, filled_real, skipped)
+
+
+def unusable(
+    exc: ImageCodecError | RecordFormatError, name: str, offset: int, check: str
+) -> Exception:
+    """``exc`` (a record that does not decode or parse) as the one line a
+    worker raises: the file, the record's byte, what to run (``check``)."""
+    return type(exc)(
+        f"{name}: the record at byte {offset:,} cannot be used: {exc}; check the file with "
+        f"`{check}`, or pass on_corrupt='skip' to skip such records"
+    )
+
+
+@dataclass(frozen=True)
+class ImageFill:
+    """``ImageRecordIter``'s work for a batch: :func:`fill_batch` with its
+    augmenter (a :data:`~im2rec.training.batching.Fill`)."""
+
+    augmenter: Augmenter
+
+    def __call__(
+        self, job: BatchJob, reader: RecordReader, views: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> BatchResult:
+        return fill_batch(job, reader, self.augmenter, views)
 
 
 def _label(

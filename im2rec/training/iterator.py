@@ -26,11 +26,13 @@ import numpy as np
 from ..errors import ConfigError, Im2RecError
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
-from .batching import BatchBuffers, BatchJob, Pending, SlotLayout, Workers
+from .batching import BatchBuffers, BatchJob, Fill, Pending, SlotLayout, Workers
 from .blockorder import block_plan
+from .filling import ImageFill
 from .vocabulary import (
     DataBatch,
     DataDesc,
+    ListLabels,
     MXArray,
     augmenter_options,
     chunk_starts,
@@ -68,6 +70,8 @@ class ImageRecordIter:
     MXNet. Unknown keywords are ignored with a warning, as MXNet ignores
     them (silently).
     """
+
+    _labels: ListLabels | None  # path_imglist's labels, looked up in the batches
 
     def __init__(
         self,
@@ -121,8 +125,49 @@ class ImageRecordIter:
 
             image = mean_image(os.fspath(mean_img), compute, verbose)
             self.augmenter = self.augmenter.replace(mean_img=image)
-        self.batch_size = batch_size
+        self._open(
+            path_imgrec, path_imgidx, batch_size, shuffle=shuffle, seed=seed,
+            round_batch=round_batch, num_parts=num_parts, part_index=part_index,
+            shuffle_chunk_size=shuffle_chunk_size, shuffle_chunk_seed=shuffle_chunk_seed,
+            seed_aug=seed_aug, verbose=verbose, on_corrupt=on_corrupt,
+            storage_options=storage_options, cache=cache, block_window=block_window,
+        )  # fmt: skip
         self.label_pad_value = float(label_pad_value)
+        self._labels = lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
+        layout = SlotLayout(
+            batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
+        )
+        label_shape = (batch_size,) if label_width == 1 else (batch_size, label_width)
+        self._start(
+            layout, ImageFill(self.augmenter), preprocess_threads, prefetch_buffer,
+            DataDesc(data_name, (batch_size, *self.augmenter.data_shape),
+                     np.dtype(self.augmenter.dtype)),
+            DataDesc(label_name, label_shape, np.dtype(np.float32), "N"),
+        )  # fmt: skip
+
+    def _open(
+        self,
+        path_imgrec: str | os.PathLike[str],
+        path_imgidx: str | os.PathLike[str],
+        batch_size: int,
+        *,
+        shuffle: bool,
+        seed: int,
+        round_batch: bool,
+        num_parts: int,
+        part_index: int,
+        shuffle_chunk_size: int,
+        shuffle_chunk_seed: int,
+        seed_aug: int | None,
+        verbose: bool,
+        on_corrupt: str,
+        storage_options: dict[str, Any] | None,
+        cache: BlockCache | str | os.PathLike[str] | None,
+        block_window: int,
+    ) -> None:
+        """The reading half of the set-up: the records of this part, their
+        spans and order rules (both iterators')."""
+        self.batch_size = batch_size
         self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
         self.seed_aug = seed if seed_aug is None else seed_aug
         self.skip_corrupt = on_corrupt == "skip"
@@ -142,26 +187,29 @@ class ImageRecordIter:
                 f"part {part_index} of {num_parts}; use a smaller batch_size, or "
                 "round_batch=False for one padded batch"
             )
-        self._labels = lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
+        self._labels = None
         self._chunks = chunk_starts(self._offsets, shuffle_chunk_size, num_parts, path_imgidx)
         self.shuffle_chunk_seed = shuffle_chunk_seed
-        self.layout = SlotLayout(
-            batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
-        )
-        label_shape = (batch_size,) if label_width == 1 else (batch_size, label_width)
-        self.provide_data = [
-            DataDesc(
-                data_name, (batch_size, *self.augmenter.data_shape), np.dtype(self.augmenter.dtype)
-            )
-        ]
-        self.provide_label = [DataDesc(label_name, label_shape, np.dtype(np.float32), "N")]
+
+    def _start(
+        self,
+        layout: SlotLayout,
+        fill: Fill,
+        preprocess_threads: int | None,
+        prefetch_buffer: int,
+        data: DataDesc,
+        label: DataDesc,
+    ) -> None:
+        """The working half: the workers, their ring, the first epoch."""
+        self.layout = layout
+        self.provide_data, self.provide_label = [data], [label]
         self.skipped: list[tuple[int, str]] = []
         self.epoch = 0
         # the next epoch's order and its batches under way (see _top_up)
         self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
         self._workers = Workers(
-            preprocess_threads, prefetch_buffer, self.layout, self.augmenter, path_imgrec,
-            storage_options, self.cache,
+            preprocess_threads, prefetch_buffer, self.layout, fill, self.path_imgrec,
+            self.storage_options, self.cache,
         )  # fmt: skip
         self._start_epoch()
 
@@ -361,7 +409,7 @@ class ImageRecordIter:
 
     def __repr__(self) -> str:
         return (
-            f"ImageRecordIter({self.path_imgrec!r}, {self.num_records} records, "
+            f"{type(self).__name__}({self.path_imgrec!r}, {self.num_records} records, "
             f"batch_size={self.batch_size}, epoch={self.epoch})"
         )
 

@@ -308,14 +308,16 @@ def collate_labels(labels: Sequence[Any]) -> Any:
     return default_collate(list(labels))
 
 
-def collate(batch: Any) -> Any:
+def collate(batch: Any, *, labels: Callable[[list[Any]], Any] | None = None) -> Any:
     """``collate_fn`` for a ``DataLoader`` over a
     :class:`~im2rec.training.dataset.RecordDataset`: ``(images, labels)``
     tensors, the images over the memory they were decoded into (no copy,
     none made by torch to move them to the training process); anything but
     a :class:`Batch` goes to torch's ``default_collate``. Labels of
     different lengths (multi-label records with more labels in some) come
-    as a list of tensors (:func:`collate_labels`)."""
+    as a list of tensors (:func:`collate_labels`), unless ``labels`` (a
+    module-level function, pickled by name) collates them instead (detection
+    targets: :func:`~im2rec.training.targets.collate_targets`)."""
     from torch.utils.data import default_collate, get_worker_info
 
     if not isinstance(batch, Batch):
@@ -329,11 +331,11 @@ def collate(batch: Any) -> Any:
     if batch.home is None:
         import torch
 
-        return torch.from_numpy(batch.images), collate_labels(batch.labels)
+        return torch.from_numpy(batch.images), (labels or collate_labels)(batch.labels)
     lease = batch.home
     lease.hand_over()  # held until the training process drops every view
     parcel = _Parcel(lease.slots, lease.slot, batch.images.shape, batch.images.dtype.str,
-                     batch.labels)  # fmt: skip
+                     batch.labels, labels)  # fmt: skip
     if get_worker_info() is not None:
         return parcel  # pickled as a reference to the slot
     return parcel.receive()  # this process: the tensors at once
@@ -379,9 +381,16 @@ class _Parcel:
     """A batch in a slot, on its way to the training process."""
 
     def __init__(
-        self, slots: Slots, slot: int, shape: tuple[int, ...], dtype: str, labels: list[Any]
+        self,
+        slots: Slots,
+        slot: int,
+        shape: tuple[int, ...],
+        dtype: str,
+        labels: list[Any],
+        collate_fn: Callable[[list[Any]], Any] | None = None,
     ) -> None:
-        self.args = (slots.path, slots.owner, slot, slots.slot_bytes, shape, dtype, labels)
+        self.args = (slots.path, slots.owner, slot, slots.slot_bytes, shape, dtype, labels,
+                     collate_fn)  # fmt: skip
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         return _receive, self.args
@@ -398,6 +407,7 @@ def _receive(
     shape: tuple[int, ...],
     dtype: str,
     labels: list[Any],
+    collate_fn: Callable[[list[Any]], Any] | None = None,
 ) -> tuple[Any, Any]:
     import torch
 
@@ -407,7 +417,8 @@ def _receive(
     # Every tensor and view made from this one keeps it alive: the slot is
     # free again only when the last of them is collected.
     weakref.finalize(images, _release, block, slot)
-    return torch.from_numpy(images.reshape(shape)), collate_labels(labels)
+    # (detection targets arrive as numpy arrays, pickled whole: a few kB a batch)
+    return torch.from_numpy(images.reshape(shape)), (collate_fn or collate_labels)(labels)
 
 
 def _release(block: _Mapped | Slots, slot: int) -> None:

@@ -19,7 +19,13 @@ import numpy as np
 from ..errors import DatasetError
 from ..recordio.detection import kept, problem, read_label
 
-__all__ = ["detection_collate", "detection_target", "image_size"]
+__all__ = [
+    "collate_targets",
+    "detection_collate",
+    "detection_target",
+    "image_size",
+    "objects_target",
+]
 
 
 def detection_target(
@@ -35,8 +41,12 @@ def detection_target(
             "packed with --pack-label from `rec list --boxes` lists (docs/detection.md)"
         )
     objects = read_label(values).objects
-    objects = objects[kept(objects)]
-    width, height = size()
+    return objects_target(objects[kept(objects)], *size())
+
+
+def objects_target(objects: np.ndarray, width: float, height: float) -> dict[str, Any]:
+    """The target of ``objects`` (rows ``cls, xmin, ymin, xmax, ymax,
+    extra...``, corners normalised) on an image of ``width`` x ``height``."""
     scale = np.asarray([width, height, width, height], np.float32)
     return {
         "boxes": np.ascontiguousarray(objects[:, 1:5] * scale, np.float32),
@@ -68,18 +78,51 @@ def detection_collate(batch: Any) -> tuple[Any, list[dict[str, Any]]]:
     """``collate_fn`` for detection samples: ``(images, targets)``, the
     images one tensor when they have one shape (else a list, as torchvision's
     detection models take them), the targets a list of dicts of tensors, one
-    a sample, so each image keeps its own number of objects."""
+    a sample, so each image keeps its own number of objects. Each array
+    field of the targets is one tensor for the whole batch, each target's a
+    view of it: a ``DataLoader`` worker then hands the main process one
+    shared block a field, not one a sample."""
     from torch.utils.data import default_collate
 
+    from .loading import Batch, collate
+
+    if isinstance(batch, Batch):  # drawn into shared memory: moved without a copy
+        return collate(batch, labels=collate_targets)  # type: ignore[no-any-return]
     images = [image for image, _ in batch]
     shapes = {tuple(np.shape(image)) for image in images}
     stacked = default_collate(images) if len(shapes) == 1 else [_tensor(i) for i in images]
-    targets = [
-        {k: _tensor(v) if isinstance(v, np.ndarray) else v for k, v in target.items()}
-        if isinstance(target, dict) else target
-        for _, target in batch
-    ]  # fmt: skip
-    return stacked, targets
+    return stacked, collate_targets([target for _, target in batch])
+
+
+def collate_targets(targets: list[Any]) -> list[Any]:
+    """The targets of a batch with their arrays as tensors (see
+    :func:`detection_collate`)."""
+    targets = [dict(target) if isinstance(target, dict) else target for target in targets]
+    dicts = [t for t in targets if isinstance(t, dict)]
+    for key in {k for t in dicts for k, v in t.items() if isinstance(v, np.ndarray)}:
+        _views(dicts, key)
+    return targets
+
+
+def _views(targets: list[dict[str, Any]], key: str) -> None:
+    """``targets[i][key]`` (numpy arrays) as views of one tensor, when
+    their trailing shapes and dtypes agree (else one tensor each)."""
+    arrays = [t.get(key) for t in targets]
+    if not all(isinstance(a, np.ndarray) and a.ndim >= 1 for a in arrays):
+        for t in targets:
+            if isinstance(t.get(key), np.ndarray):
+                t[key] = _tensor(t[key])
+        return
+    if len({(a.shape[1:], a.dtype) for a in arrays}) != 1:  # type: ignore[union-attr]
+        for t, a in zip(targets, arrays, strict=True):
+            t[key] = _tensor(a)
+        return
+    whole = _tensor(np.concatenate(arrays))  # type: ignore[arg-type]
+    start = 0
+    for t, a in zip(targets, arrays, strict=True):
+        end = start + len(a)  # type: ignore[arg-type]
+        t[key] = whole[start:end]
+        start = end
 
 
 def _tensor(value: Any) -> Any:

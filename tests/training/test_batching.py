@@ -80,11 +80,12 @@ def test_a_batch_larger_than_one_message_is_built_by_the_processes(
     from im2rec.recordio import IndexedRecordWriter, pack
     from im2rec.training.augment import Augmenter
     from im2rec.training.batching import BatchJob, SlotLayout, Workers
+    from im2rec.training.filling import ImageFill
 
     with IndexedRecordWriter(tmp_path / "d.rec") as w:
         w.write_key(0, pack((0, 1.0, 0, 0), b"not an image"))
     layout = SlotLayout(batch_size, (1, 2, 2), "float32", 1)
-    workers = Workers(2, 2, layout, Augmenter((1, 2, 2)), str(tmp_path / "d.rec"), None)
+    workers = Workers(2, 2, layout, ImageFill(Augmenter((1, 2, 2))), str(tmp_path / "d.rec"), None)
     try:
         assert workers.kind == "processes"
         import numpy as np
