@@ -19,11 +19,12 @@ from typing import Any
 
 HERE = Path(__file__).parent
 #: the order benchmarks appear in, top to bottom
-ORDER = ["recordio", "list", "pack", "inspect", "loader", "scale", "distributed", "imagenet",
-         "remote", "convert"]  # fmt: skip
+ORDER = ["recordio", "list", "pack", "inspect", "loader", "detection", "scale", "distributed",
+         "imagenet", "remote", "convert"]  # fmt: skip
 TITLES = {
     "recordio": "RecordIO core", "list": "rec list", "pack": "rec pack",
     "inspect": "rec verify / rec index", "loader": "Reading for training",
+    "detection": "Detection training input",
     "scale": "At scale", "distributed": "Sharded packing on Dask",
     "imagenet": "rec imagenet", "remote": "Remote data (S3)", "convert": "WebDataset",
 }  # fmt: skip

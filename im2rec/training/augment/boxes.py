@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = [
     "Rect",
     "Sampler",
-    "crop_box",
+    "crop_boxes",
+    "first_crop",
     "mirrored",
     "pad_box",
     "projected",
@@ -39,17 +40,13 @@ Uniform = Callable[[float, float], np.float32]
 
 class Rect(NamedTuple):
     """OpenCV's ``Rect_<float>``: corner ``x, y``, size ``width, height``
-    (normalised: the image is ``(0, 0, 1, 1)``)."""
+    (normalised: the image is ``(0, 0, 1, 1)``); float32 scalars, or
+    arrays of them for several crops (:func:`crop_boxes`)."""
 
-    x: np.float32
-    y: np.float32
-    width: np.float32
-    height: np.float32
-
-    @property
-    def area(self) -> np.float32:
-        area: np.float32 = F(self.width * self.height)
-        return area
+    x: Any
+    y: Any
+    width: Any
+    height: Any
 
 
 @dataclass(frozen=True)
@@ -114,61 +111,73 @@ def pad_box(max_pad_scale: float, uniform: Uniform) -> Rect | None:
     return Rect(F(-x0), F(-y0), scale, scale)
 
 
-def crop_box(sampler: Sampler, image_aspect: np.float32, uniform: Uniform) -> Rect:
-    """A random crop of ``sampler``'s scale and aspect range in an image of
-    aspect ``image_aspect`` (width over height): MXNet's
-    ``GenerateCropBox``, its arithmetic and its clamps."""
-    scale = F(uniform(sampler.min_scale, sampler.max_scale) + F(1e-12))
-    square = F(scale * scale)
-    low = max(F(F(sampler.min_aspect) / image_aspect), square)
-    high = min(F(F(sampler.max_aspect) / image_aspect), F(1.0 / float(square)))
-    ratio = F(np.sqrt(uniform(float(low), float(high))))
-    width = min(F(1), F(scale * ratio))
-    height = min(F(1), F(scale / ratio))
-    x0 = uniform(0.0, float(F(1) - width))
-    y0 = uniform(0.0, float(F(1) - height))
+def crop_boxes(sampler: Sampler, image_aspect: np.float32, draws: np.ndarray) -> Rect:
+    """Random crops of ``sampler``'s scale and aspect range in an image of
+    aspect ``image_aspect`` (width over height), one for each row of
+    ``draws`` (four uniforms in [0, 1) a crop): MXNet's ``GenerateCropBox``,
+    its arithmetic and its clamps, on arrays. The fields of the result are
+    arrays."""
+    u = np.asarray(draws, F).reshape(-1, 4)
+    low_scale, high_scale = F(sampler.min_scale), F(sampler.max_scale)
+    scale = (low_scale + (high_scale - low_scale) * u[:, 0]) + F(1e-12)
+    square = scale * scale
+    low = np.maximum(F(sampler.min_aspect) / image_aspect, square)
+    # (C++: 1. / float is a double, then taken as a float by min<float>)
+    high = np.minimum(
+        F(sampler.max_aspect) / image_aspect, (1.0 / square.astype(np.float64)).astype(F)
+    )
+    ratio = np.sqrt(low + (high - low) * u[:, 1])
+    width = np.minimum(F(1), scale * ratio)
+    height = np.minimum(F(1), scale / ratio)
+    x0 = (F(1) - width) * u[:, 2]
+    y0 = (F(1) - height) * u[:, 3]
     return Rect(x0, y0, width, height)
 
 
 def _intersection(box: Rect, objects: np.ndarray) -> np.ndarray:
-    """The area each object's box shares with ``box`` (OpenCV's ``a & b``:
-    none when the overlap is empty)."""
-    x1 = np.maximum(box.x, objects[:, 1])
-    y1 = np.maximum(box.y, objects[:, 2])
-    x2 = np.minimum(F(box.x + box.width), objects[:, 1] + (objects[:, 3] - objects[:, 1]))
-    y2 = np.minimum(F(box.y + box.height), objects[:, 2] + (objects[:, 4] - objects[:, 2]))
+    """The area each object's box shares with each crop of ``box``
+    (``(crops, objects)``; OpenCV's ``a & b``: none when empty)."""
+    bx, by = np.reshape(box.x, (-1, 1)), np.reshape(box.y, (-1, 1))
+    bw, bh = np.reshape(box.width, (-1, 1)), np.reshape(box.height, (-1, 1))
+    x1 = np.maximum(bx, objects[:, 1])
+    y1 = np.maximum(by, objects[:, 2])
+    x2 = np.minimum(bx + bw, objects[:, 1] + (objects[:, 3] - objects[:, 1]))
+    y2 = np.minimum(by + bh, objects[:, 2] + (objects[:, 4] - objects[:, 2]))
     w, h = x2 - x1, y2 - y1
     area: np.ndarray = np.where((w > 0) & (h > 0), w * h, F(0)).astype(F)
     return area
 
 
-def try_crop(
-    objects: np.ndarray, box: Rect, sampler: Sampler, emit: str, emit_threshold: float
-) -> np.ndarray | None:
-    """The objects a crop to ``box`` keeps, in its coordinates, or None when
-    the crop is refused: MXNet's ``TryCrop``.
+def first_crop(
+    objects: np.ndarray, boxes: Rect, sampler: Sampler, emit: str, emit_threshold: float
+) -> tuple[int, np.ndarray] | None:
+    """The first of the crops ``boxes`` (arrays) that MXNet's ``TryCrop``
+    accepts, and the objects it keeps in its coordinates; None when it
+    refuses them all.
 
-    The crop passes when some object meets every constraint the sampler
+    A crop passes when some object meets every constraint the sampler
     sets (each range that is not ``[0, 1]``); with none set, any crop
     passes. Then ``emit`` picks the objects kept: ``center``, those whose
     centre lies in the crop; ``overlap``, those more than ``emit_threshold``
     inside it. A crop keeping none is refused. An image with no object is
-    cropped as drawn."""
+    cropped by the first crop drawn."""
     if len(objects) == 0:
-        return objects
+        return (0, objects) if len(np.reshape(boxes.x, -1)) else None
     widths = objects[:, 3] - objects[:, 1]
     heights = objects[:, 4] - objects[:, 2]
     areas = (widths * heights).astype(F)
-    inter = _intersection(box, objects)
+    inter = _intersection(boxes, objects)  # (crops, objects)
+    crop_area = (np.reshape(boxes.width, (-1, 1)) * np.reshape(boxes.height, (-1, 1))).astype(F)
     iou_on, sample_on, object_on = sampler.constrained
+    valid: np.ndarray = np.ones(len(inter), bool)
     if iou_on or sample_on or object_on:
-        ok = np.ones(len(objects), bool)
+        ok = np.ones(inter.shape, bool)
         if iou_on:
-            union = box.area + areas - inter
+            union = crop_area + areas - inter
             iou = np.where(inter > 0, inter / np.where(union > 0, union, F(1)), F(0))
             ok &= (iou >= F(sampler.min_overlap)) & (iou <= F(sampler.max_overlap))
         if sample_on:
-            cover = inter / box.area
+            cover = inter / crop_area
             ok &= cover >= F(sampler.min_sample_coverage)
             ok &= cover <= F(sampler.max_sample_coverage)
         if object_on:
@@ -176,16 +185,27 @@ def try_crop(
                 cover = inter / areas
             ok &= cover >= F(sampler.min_object_coverage)
             ok &= cover <= F(sampler.max_object_coverage)
-        if not ok.any():
-            return None
+        valid = np.asarray(ok.any(axis=1))
+    bx, by = np.reshape(boxes.x, (-1, 1)), np.reshape(boxes.y, (-1, 1))
     if emit == "center":
         cx = (objects[:, 1] + objects[:, 3]) * F(0.5)
         cy = (objects[:, 2] + objects[:, 4]) * F(0.5)
-        keep = (box.x <= cx) & (cx < F(box.x + box.width))
-        keep &= (box.y <= cy) & (cy < F(box.y + box.height))
+        keep = (bx <= cx) & (cx < bx + np.reshape(boxes.width, (-1, 1)))
+        keep &= (by <= cy) & (cy < by + np.reshape(boxes.height, (-1, 1)))
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             keep = inter / areas > F(emit_threshold)
-    if not keep.any():
+    accepted = valid & keep.any(axis=1)
+    if not accepted.any():
         return None
-    return projected(objects[keep], box)
+    at = int(np.argmax(accepted))
+    box = Rect(*(F(np.reshape(v, -1)[at]) for v in boxes))
+    return at, projected(objects[keep[at]], box)
+
+
+def try_crop(
+    objects: np.ndarray, box: Rect, sampler: Sampler, emit: str, emit_threshold: float
+) -> np.ndarray | None:
+    """:func:`first_crop` of one crop: the objects it keeps, or None."""
+    got = first_crop(objects, box, sampler, emit, emit_threshold)
+    return None if got is None else got[1]

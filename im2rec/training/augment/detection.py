@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from . import geometry
-from .boxes import F, Rect, Sampler, crop_box, mirrored, pad_box, projected, try_crop
+from .boxes import F, Rect, Sampler, crop_boxes, first_crop, mirrored, pad_box, projected
 
 __all__ = ["SAMPLER_OPTIONS", "DetAugmenter", "DetPlan"]
 
@@ -282,18 +282,19 @@ class DetAugmenter:
         self, objects: np.ndarray, aspect: np.float32, uniform: Any, rng: np.random.Generator
     ) -> tuple[Rect, np.ndarray] | None:
         """A crop and the objects it keeps, or None: the samplers in a
-        random order, each tried up to its ``trials`` times; the first crop
-        one accepts is taken."""
+        random order, each drawing its ``trials`` crops at once; the first
+        crop one accepts is taken (MXNet draws them one at a time, until one
+        is accepted: the same crop's distribution)."""
         if not (self.rand_crop_prob > 0 and self.samplers and rng.random() < self.rand_crop_prob):
             return None
         for index in rng.permutation(len(self.samplers)).tolist():
             sampler = self.samplers[index]
-            for _ in range(sampler.trials):
-                box = crop_box(sampler, aspect, uniform)
-                kept = try_crop(objects, box, sampler, self.crop_emit_mode,
-                                self.emit_overlap_thresh)  # fmt: skip
-                if kept is not None:
-                    return box, kept
+            boxes = crop_boxes(sampler, aspect, rng.random((sampler.trials, 4), np.float32))
+            got = first_crop(objects, boxes, sampler, self.crop_emit_mode,
+                             self.emit_overlap_thresh)  # fmt: skip
+            if got is not None:
+                at, kept = got
+                return Rect(*(F(v[at]) for v in boxes)), kept
         return None
 
     def _out_size(self, cols: int, rows: int) -> tuple[int, int]:

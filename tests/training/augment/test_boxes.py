@@ -16,7 +16,8 @@ from im2rec.training.augment.boxes import (
     F,
     Rect,
     Sampler,
-    crop_box,
+    crop_boxes,
+    first_crop,
     mirrored,
     pad_box,
     projected,
@@ -129,21 +130,52 @@ def test_try_crop_is_mxnets(
         assert ours is not None and np.array_equal(ours, theirs)
 
 
+def reference_crop_box(s: Sampler, aspect: np.float32, u: np.ndarray) -> tuple:
+    """GenerateCropBox, one crop, its uniforms given."""
+
+    def uniform(a: float, b: float, v: np.float32) -> np.float32:
+        return F(F(a) + (F(b) - F(a)) * v)
+
+    scale = F(uniform(s.min_scale, s.max_scale, u[0]) + F(1e-12))
+    low = max(F(F(s.min_aspect) / aspect), F(scale * scale))
+    high = min(F(F(s.max_aspect) / aspect), F(1.0 / float(F(scale * scale))))
+    ratio = F(np.sqrt(uniform(float(low), float(high), u[1])))
+    width, height = min(F(1), F(scale * ratio)), min(F(1), F(scale / ratio))
+    return (uniform(0, float(F(1) - width), u[2]), uniform(0, float(F(1) - height), u[3]),
+            width, height)  # fmt: skip
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.floats(0, 0.9), st.floats(0.3, 3), st.floats(0.3, 3))
-def test_a_crop_box_lies_inside_the_image(
+def test_crop_boxes_are_mxnets_and_lie_inside_the_image(
     seed: int, low: float, aspect: float, span: float
 ) -> None:
-    rng = np.random.default_rng(seed)
-
-    def uniform(a: float, b: float) -> np.float32:
-        return F(F(a) + (F(b) - F(a)) * F(rng.random()))
-
+    draws = np.random.default_rng(seed).random((25, 4), np.float32)
     s = Sampler(min_scale=low, max_scale=1.0, min_aspect=aspect, max_aspect=aspect * span + 0.1)
-    box = crop_box(s, F(4 / 3), uniform)
-    assert 0 < box.width <= 1 and 0 < box.height <= 1
-    assert box.x >= 0 and box.y >= 0
-    assert box.x + box.width <= 1 + 1e-6 and box.y + box.height <= 1 + 1e-6
+    boxes = crop_boxes(s, F(4 / 3), draws)
+    for t in range(25):
+        box = tuple(F(v[t]) for v in boxes)
+        assert np.allclose(box, reference_crop_box(s, F(4 / 3), draws[t]), rtol=2e-6, atol=1e-7)
+        x, y, w, h = box
+        assert 0 < w <= 1 and 0 < h <= 1 and x >= 0 and y >= 0
+        assert x + w <= 1 + 1e-6 and y + h <= 1 + 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(unit, unit, unit, unit), min_size=1, max_size=6),
+       st.integers(0, 2**32 - 1), samplers, st.sampled_from(["center", "overlap"]))  # fmt: skip
+def test_the_first_crop_is_the_first_mxnet_would_accept(
+    values: list, seed: int, sampler: Sampler, emit: str
+) -> None:
+    objects = boxes_of(values)
+    boxes = crop_boxes(Sampler(min_scale=0.1), F(1), np.random.default_rng(seed).random((8, 4)))
+    got = first_crop(objects, boxes, sampler, emit, 0.3)
+    for t in range(8):  # MXNet's loop: crop after crop until one is accepted
+        theirs = reference_try_crop(objects, tuple(F(v[t]) for v in boxes), sampler, emit, 0.3)
+        if theirs is not None:
+            assert got is not None and got[0] == t and np.array_equal(got[1], theirs)
+            return
+    assert got is None
 
 
 @given(st.lists(st.tuples(unit, unit, unit, unit), max_size=5))
