@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml constraints/dev.txt scripts/install-pillow-si
 	$(BIN)/python -m pip install --quiet -c constraints/dev.txt -e '.[dev,dask,remote,docs]'
 	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
 	scripts/install-pillow-simd.sh $(VENV)
-	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch).
-	$(BIN)/python -m pip install --quiet 'torch==2.13.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
+	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch),
+	@# and torchdata's StatefulDataLoader for the resume tests
+	$(BIN)/python -m pip install --quiet 'torch==2.13.0' 'torchdata==0.11.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.
@@ -170,7 +171,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py bench_detection.py bench_scale.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_stream.py bench_native.py
+OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_stream.py bench_native.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.

@@ -20,13 +20,13 @@ from typing import Any
 HERE = Path(__file__).parent
 #: the order benchmarks appear in, top to bottom
 ORDER = ["recordio", "list", "pack", "inspect", "loader", "detection", "scale", "distributed",
-         "imagenet", "remote", "convert"]  # fmt: skip
+         "imagenet", "remote", "convert", "parquet"]  # fmt: skip
 TITLES = {
     "recordio": "RecordIO core", "list": "rec list", "pack": "rec pack",
     "inspect": "rec verify / rec index", "loader": "Reading for training",
     "detection": "Detection training input",
     "scale": "At scale", "distributed": "Sharded packing on Dask",
-    "imagenet": "rec imagenet", "remote": "Remote data (S3)", "convert": "WebDataset",
+    "imagenet": "rec imagenet", "remote": "Remote data (S3)", "convert": "WebDataset", "parquet": "Parquet (Hub)",
 }  # fmt: skip
 FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
 MET, MISSED, NEUTRAL = "#2e7d32", "#e65100", "#607d8b"

@@ -42,6 +42,7 @@ NAMES = {
     "distributed": "Sharded packing on Dask",
     "imagenet": "rec imagenet",
     "convert": "WebDataset export and import",
+    "parquet": "Parquet export and import",
     "native": "What the C extensions buy",
 }
 

@@ -156,6 +156,16 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
         assert (tmp_path / f"{name}.rec").stat().st_size > 0, name
 
 
+def test_the_hugging_face_page_runs_as_printed(tmp_path: Path) -> None:
+    """docs/huggingface.md on a copy of examples/example: two splits
+    exported, loaded by the real datasets, one imported back identical."""
+    pytest.importorskip("datasets")
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    out = _run_blocks((ROOT / "docs/huggingface.md").read_text(), tmp_path)
+    assert "['train', 'validation'] ['birds', 'cats', 'dogs']" in out
+    assert "identical" in out
+
+
 def test_the_readme_start_runs_as_printed(tmp_path: Path) -> None:
     """The README's two-command start, its look inside, and its DataLoader
     loop; then its library snippet (with the samples it assumes)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import click
 
@@ -80,15 +81,34 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
 @click.command("export")
 @click.argument("rec", type=REC)
 @click.option(
-    "--to", "fmt", type=click.Choice(["webdataset"]), required=True, help="The format to write."
+    "--to",
+    "fmt",
+    type=click.Choice(["webdataset", "parquet"]),
+    required=True,
+    help="The format to write: WebDataset tar shards, or a Hugging Face dataset folder of "
+    "Parquet shards.",
 )
 @click.option(
     "-o",
     "--output",
     required=True,
-    metavar="PATTERN",
-    help="Shard names with a number pattern, e.g. 'shards/train-%06d.tar' (a path or a URL).",
+    metavar="OUT",
+    help="webdataset: shard names with a number pattern, e.g. 'shards/train-%06d.tar' (a path "
+    "or a URL); parquet: the dataset folder.",
 )
+@click.option(
+    "--split",
+    default="train",
+    show_default=True,
+    help="parquet: the split these records are (train, validation, test...).",
+)
+@click.option(
+    "--class-map",
+    type=click.Path(dir_okay=False),
+    help="parquet: the class names (rec list's PREFIX.classes.tsv; by default the one beside "
+    "the .rec).",
+)
+@click.option("--overwrite", is_flag=True, help="parquet: replace the split if it exists.")
 @click.option(
     "--maxcount",
     type=click.IntRange(min=1),
@@ -99,35 +119,60 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
 @click.option(
     "--maxsize",
     type=click.IntRange(min=1),
-    default=3_000_000_000,
-    show_default=True,
-    help="Bytes per shard at most (a larger sample gets a shard of its own).",
+    help="Bytes per shard at most (webdataset: 3,000,000,000, a larger sample gets a shard "
+    "of its own; parquet: 500 MiB).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 def export_command(
-    rec: str, fmt: str, output: str, maxcount: int, maxsize: int, as_json: bool, quiet: bool
-) -> None:
-    """Write a .rec as WebDataset tar shards.
+    rec: str, fmt: str, output: str, split: str, class_map: str | None, overwrite: bool,
+    maxcount: int, maxsize: int | None, as_json: bool, quiet: bool,
+) -> None:  # fmt: skip
+    """Write a .rec as WebDataset tar shards, or as a split of a Hugging
+    Face dataset folder.
 
-    One sample per record, in file order: the image bytes unchanged under
-    the extension of their format (KEY.jpg, .png, ...), KEY.cls with the label
-    when it is one whole number, and KEY.json with the whole header (flag,
-    label, id, id2) and the .idx key, so `rec import webdataset` rebuilds
-    the same .rec/.idx byte for byte. KEY is the record id. The shards
-    appear together when the last is complete.
+    webdataset: one sample per record, in file order: the image bytes
+    unchanged under the extension of their format (KEY.jpg, .png, ...),
+    KEY.cls with the label when it is one whole number, and KEY.json with
+    the whole header (flag, label, id, id2) and the .idx key, so `rec import
+    webdataset` rebuilds the same .rec/.idx byte for byte. KEY is the record
+    id. The shards appear together when the last is complete.
+
+    parquet: OUT/data/SPLIT-NNNNN-of-NNNNN.parquet shards and the dataset
+    card OUT/README.md, which datasets.load_dataset(OUT) loads with no
+    script: an image column (the record's bytes unchanged), a label column
+    (class names from the class map) and the record's header, so `rec
+    import parquet` rebuilds the same .rec/.idx. Export each split in turn
+    into one folder.
 
     \b
     Examples:
       rec export train.rec --to webdataset -o 'shards/train-%06d.tar'
       rec export train.rec --to webdataset -o 's3://bucket/wds/train-%06d.tar' --maxcount 10000
+      rec export example_train.rec --to parquet -o mydataset --split train
+      rec export example_val.rec --to parquet -o mydataset --split validation
     """
-    from ..formats.wds_export import export_webdataset
-
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         track = bar.track(os.path.basename(rec), total=0, unit="records")
-        result = export_webdataset(rec, output, maxcount=maxcount, maxsize=maxsize,
-                                   on_progress=track)  # fmt: skip
+        if fmt == "parquet":
+            from ..formats.parquet import SHARD_BYTES, export_parquet
+
+            exported = export_parquet(
+                rec, output, split=split, max_shard_bytes=maxsize or SHARD_BYTES,
+                class_map=class_map, overwrite=overwrite, on_progress=track,
+            )  # fmt: skip
+        else:
+            from ..formats.wds_export import export_webdataset
+
+            result = export_webdataset(rec, output, maxcount=maxcount,
+                                       maxsize=maxsize or 3_000_000_000,
+                                       on_progress=track)  # fmt: skip
+    if fmt == "parquet":
+        _say(exported, as_json, quiet,
+             f"{rec} -> [bold]{output}[/], split {split}: {len(exported.shards)} Parquet "
+             f"shard(s), {count_text(exported.rows, 'row')}, {size_text(exported.bytes)} "
+             f"(labels: {exported.label})")  # fmt: skip
+        return
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     elif not quiet:
@@ -140,8 +185,8 @@ def export_command(
 
 
 @click.command("import")
-@click.argument("fmt", metavar="FORMAT", type=click.Choice(["webdataset"]))
-@click.argument("shards", nargs=-1, required=True, metavar="SHARD...")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(["webdataset", "parquet"]))
+@click.argument("shards", nargs=-1, required=True, metavar="SOURCE...")
 @click.option(
     "-o", "--output", required=True, metavar="PREFIX", help="Write PREFIX.rec and PREFIX.idx."
 )
@@ -151,6 +196,12 @@ def export_command(
     help="Take each label from this field of the sample's .json (a number or a list of "
     "numbers) instead of its .cls.",
 )
+@click.option(
+    "--split",
+    default="train",
+    show_default=True,
+    help="parquet: the split to import from a dataset folder.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace PREFIX.rec/.idx if they exist.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
@@ -159,36 +210,58 @@ def import_command(
     shards: tuple[str, ...],
     output: str,
     label_key: str | None,
+    split: str,
     overwrite: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
-    """Build a .rec/.idx from WebDataset tar shards.
+    """Build a .rec/.idx from WebDataset tar shards or Parquet files.
 
-    SHARD may be a path, a shell glob ('shards/*.tar') or WebDataset's brace
-    notation ('train-{000000..000009}.tar'). Shards written by `rec export`
-    give back the very .rec/.idx they came from. From other shards, each
-    sample's image (its first image field) and label (.cls, or the .json
-    field named by --label-key) make a record, ids counted from 0; samples
-    without either are skipped and listed in PREFIX.import-skipped.tsv.
+    webdataset: SOURCE may be a path, a shell glob ('shards/*.tar') or
+    WebDataset's brace notation ('train-{000000..000009}.tar'). Shards
+    written by `rec export` give back the very .rec/.idx they came from.
+    From other shards, each sample's image (its first image field) and
+    label (.cls, or the .json field named by --label-key) make a record,
+    ids counted from 0; samples without either are skipped and listed in
+    PREFIX.import-skipped.tsv.
+
+    parquet: SOURCE is a dataset folder (its data/SPLIT-*.parquet shards,
+    --split picks which) or Parquet files (globs allowed, e.g. those
+    datasets keeps in its cache). A folder `rec export --to parquet` wrote
+    gives back the very .rec/.idx; other files need an image column and a
+    label column, and get ids counted from 0.
 
     \b
     Examples:
       rec import webdataset 'shards/train-{000000..000009}.tar' -o train
       rec import webdataset shards/*.tar -o train --label-key class_id
+      rec import parquet mydataset --split validation -o val
     """
     from ..formats.shards import expand_shards
-    from ..formats.wds_import import import_webdataset
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         make_parent(output)
         try:
-            names = expand_shards(list(shards))
+            names = _parquet_sources(shards, split) if fmt == "parquet" else \
+                expand_shards(list(shards))  # fmt: skip
         except MissingFileError as exc:  # a shard named on the command line: a usage mistake
             raise click.UsageError(str(exc)) from None
-        track = bar.track(f"{len(names)} shard(s)", total=0, unit="records")
-        result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
-                                   on_progress=track)  # fmt: skip
+        if fmt == "parquet":
+            from ..formats.parquet_import import import_parquet
+
+            track = bar.track(f"{len(names)} file(s)", total=0, unit="records")
+            imported = import_parquet(names, output, overwrite=overwrite, on_progress=track)
+        else:
+            from ..formats.wds_import import import_webdataset
+
+            track = bar.track(f"{len(names)} shard(s)", total=0, unit="records")
+            result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
+                                       on_progress=track)  # fmt: skip
+    if fmt == "parquet":
+        _say(imported, as_json, quiet,
+             f"{len(names)} Parquet file(s) -> [bold]{imported.rec}[/] + {imported.idx}: "
+             f"{count_text(imported.records, 'record')}")  # fmt: skip
+        return
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
         return
@@ -204,3 +277,29 @@ def import_command(
             f"[yellow]{sum(result.skipped.values()):,} sample(s) skipped ({reasons}); "
             f"listed in {result.report}[/]"
         )
+
+
+def _say(result: Any, as_json: bool, quiet: bool, text: str) -> None:
+    """A command's result: as JSON on stdout, or ``text``, or nothing."""
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    elif not quiet:
+        out_console().print(text, markup=True)
+
+
+def _parquet_sources(sources: tuple[str, ...], split: str) -> list[str]:
+    """The Parquet files ``rec import parquet`` reads: a dataset folder's
+    shards of ``split``, or the files (and globs) given, in order."""
+    from ..formats.hubcard import split_files
+    from ..formats.shards import expand_shards
+
+    names: list[str] = []
+    for source in sources:
+        if os.path.isdir(source):
+            found = split_files(os.path.join(source, "data"), split)
+            if not found:
+                raise MissingFileError(f"{source}: no data/{split}-*.parquet shards in it")
+            names += [str(p) for p in found]
+        else:
+            names += expand_shards([source])
+    return names

@@ -24,7 +24,7 @@ from ..storage.files import FileRange
 from ..storage.objects import publish, url_join
 from .tarwriter import ShardWriter
 
-__all__ = ["ExportResult", "export_webdataset"]
+__all__ = ["ExportResult", "KeysByOffset", "export_webdataset"]
 
 #: (records done, records in the .idx (0 if none), bytes of the .rec walked)
 Progress = Callable[[int, int, int], None]
@@ -65,7 +65,7 @@ def export_webdataset(
 
     reader = RecordReader(rec)
     idx = sibling(reader.location, ".idx")
-    keys = _KeysByOffset(idx if exists(idx) else None)
+    keys = KeysByOffset(idx if exists(idx) else None)
     buf, size = reader.mapping()
     fd = getattr(buf, "fd", -1)
     # a local .rec is read front to back, a chunk at a time, and each image
@@ -124,7 +124,7 @@ def _record_at(
     return header, bytes(payload)
 
 
-class _KeysByOffset:
+class KeysByOffset:
     """The ``.idx`` key of each record, asked for in file order: the index
     read without numpy (checked as ``load_index`` checks it), sorted by
     offset when it is not already (as written, it is), kept as arrays of

@@ -177,11 +177,15 @@ class FileView:
             pos += step
         return -1
 
+    #: os.close, held by the class: at interpreter exit the os module may be
+    #: cleared before the last view is collected
+    _os_close = staticmethod(os.close)
+
     def close(self) -> None:
         with self._lock:
             fd, self.fd = self.fd, -1
         if fd >= 0:
-            os.close(fd)
+            self._os_close(fd)
         self._block = (0, b"")
 
     def __del__(self) -> None:
