@@ -171,7 +171,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py bench_detection.py bench_scale.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_stream.py bench_native.py
+OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_mixture.py bench_stream.py bench_native.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.

@@ -19,12 +19,12 @@ from typing import Any
 
 HERE = Path(__file__).parent
 #: the order benchmarks appear in, top to bottom
-ORDER = ["recordio", "list", "pack", "inspect", "loader", "detection", "scale", "distributed",
-         "imagenet", "remote", "convert", "parquet"]  # fmt: skip
+ORDER = ["recordio", "list", "pack", "inspect", "loader", "mixture", "detection", "scale",
+         "distributed", "imagenet", "remote", "convert", "parquet"]  # fmt: skip
 TITLES = {
     "recordio": "RecordIO core", "list": "rec list", "pack": "rec pack",
     "inspect": "rec verify / rec index", "loader": "Reading for training",
-    "detection": "Detection training input",
+    "detection": "Detection training input", "mixture": "Mixtures",
     "scale": "At scale", "distributed": "Sharded packing on Dask",
     "imagenet": "rec imagenet", "remote": "Remote data (S3)", "convert": "WebDataset", "parquet": "Parquet (Hub)",
 }  # fmt: skip

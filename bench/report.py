@@ -35,6 +35,7 @@ NAMES = {
     "pack": "rec pack",
     "inspect": "rec verify, rec index",
     "loader": "Reading for training",
+    "mixture": "Mixtures",
     "detection": "Detection training input",
     "stream": "Training from a store",
     "remote": "Reading from S3",

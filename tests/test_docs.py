@@ -166,6 +166,21 @@ def test_the_hugging_face_page_runs_as_printed(tmp_path: Path) -> None:
     assert "identical" in out
 
 
+def test_the_resuming_page_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/resuming.md on a copy of examples/example: a StatefulDataLoader
+    checkpointed in one process and resumed in another, ImageRecordIter's
+    state, an elastic merge, a mixture in proportions."""
+    pytest.importorskip("torchdata.stateful_dataloader")
+    # (torchdata 0.11 calls a torch function torch 2.13 deprecates, and says so)
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore:'set_vital' is deprecated:UserWarning")
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    out = _run_blocks((ROOT / "docs/resuming.md").read_text(), tmp_path)
+    # 12 training images, 3 steps of 2 taken: 6 left; 4 batches of 3, 1 taken
+    assert "resumed with 6 samples left" in out and "batches left: 3" in out
+    assert "left for the 3 ranks: [3, 3, 2]" in out  # 12 - 4 trained on, shared out
+    assert "from the second source: 3 of 10" in out
+
+
 def test_the_readme_start_runs_as_printed(tmp_path: Path) -> None:
     """The README's two-command start, its look inside, and its DataLoader
     loop; then its library snippet (with the samples it assumes)."""

@@ -2,12 +2,14 @@
 
 Modules: :mod:`.dataset` (``RecordDataset`` for torch ``DataLoader``\\ s;
 :mod:`.targets`, its detection targets),
-:mod:`.iterator` (``ImageRecordIter``, MXNet's iterator), :mod:`.detiter`
+:mod:`.iterator` (``ImageRecordIter``, MXNet's iterator; :mod:`.epochs`, the machinery
+of both iterators), :mod:`.detiter`
 (``ImageDetRecordIter``, its detection iterator; :mod:`.detfill`, a
 detection batch), :mod:`.vocabulary`
 (MXNet's iterator keywords, batches and part/shuffle rules),
 :mod:`.batching` (batch slots in shared memory and their workers),
-:mod:`.filling` (one batch built by a worker), :mod:`.loading`
+:mod:`.filling` (one batch built by a worker), :mod:`.mixture` (several recs
+as one dataset, in set proportions), :mod:`.loading`
 (whole batches for a ``DataLoader``, moved without a copy) and
 :mod:`.augment` (``Augmenter``: MXNet's augmentation options, in its order;
 ``DetAugmenter``, its detection augmenter).
@@ -15,7 +17,7 @@ detection batch), :mod:`.vocabulary`
 
 from .augment import Augmenter
 from .augment.detection import DetAugmenter
-from .blockorder import BlockSampler
+from .blockorder import BlockSampler, merge_states
 from .dataset import RecordDataset
 from .detfill import DetTransform
 from .detiter import ImageDetRecordIter, objects_view
@@ -28,6 +30,7 @@ from .iterator import (
     MXArray,
 )
 from .loading import collate
+from .mixture import MixedDataset, MixtureSampler
 
 __all__ = [
     "Augmenter",
@@ -41,7 +44,10 @@ __all__ = [
     "ImageRecordIter",
     "ImageRecordUInt8Iter",
     "MXArray",
+    "MixedDataset",
+    "MixtureSampler",
     "RecordDataset",
     "collate",
+    "merge_states",
     "objects_view",
 ]

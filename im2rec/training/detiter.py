@@ -28,7 +28,7 @@ from ..storage.blockcache import BlockCache
 from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
 from .batching import SlotLayout
 from .detfill import DetFill
-from .iterator import ImageRecordIter
+from .epochs import EpochIterator
 from .vocabulary import DataDesc, UnknownOptionWarning, ragged_lst_labels
 
 __all__ = ["ImageDetRecordIter", "label_widths", "objects_view"]
@@ -45,7 +45,7 @@ _IGNORED = frozenset({"ctx", "device_id", "dev_id", "aug_seq", "dtype"})
 _BLOCK = 8 << 20
 
 
-class ImageDetRecordIter(ImageRecordIter):
+class ImageDetRecordIter(EpochIterator):
     """Batches of augmented images and their padded box labels from a
     detection ``.rec`` (one packed with ``--pack-label`` from a ``rec list
     --boxes`` list).

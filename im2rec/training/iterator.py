@@ -17,32 +17,23 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections import deque
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ConfigError, Im2RecError
+from ..errors import ConfigError
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
-from .batching import BatchBuffers, BatchJob, Fill, Pending, SlotLayout, Workers
-from .blockorder import block_plan
+from .batching import SlotLayout
+from .epochs import EpochIterator
 from .filling import ImageFill
 from .vocabulary import (
     DataBatch,
     DataDesc,
-    ListLabels,
     MXArray,
     augmenter_options,
-    chunk_starts,
-    epoch_order,
-    local_size,
     lst_labels,
     mean_image,
-    part,
-    record_offsets,
-    record_stops,
 )
 
 __all__ = [
@@ -55,7 +46,7 @@ __all__ = [
 ]
 
 
-class ImageRecordIter:
+class ImageRecordIter(EpochIterator):
     """Batches of decoded, augmented images from a ``.rec`` file.
 
     MXNet's keyword arguments, every one (see the README's table): the
@@ -70,8 +61,6 @@ class ImageRecordIter:
     MXNet. Unknown keywords are ignored with a warning, as MXNet ignores
     them (silently).
     """
-
-    _labels: ListLabels | None  # path_imglist's labels, looked up in the batches
 
     def __init__(
         self,
@@ -144,274 +133,6 @@ class ImageRecordIter:
                      np.dtype(self.augmenter.dtype)),
             DataDesc(label_name, label_shape, np.dtype(np.float32), "N"),
         )  # fmt: skip
-
-    def _open(
-        self,
-        path_imgrec: str | os.PathLike[str],
-        path_imgidx: str | os.PathLike[str],
-        batch_size: int,
-        *,
-        shuffle: bool,
-        seed: int,
-        round_batch: bool,
-        num_parts: int,
-        part_index: int,
-        shuffle_chunk_size: int,
-        shuffle_chunk_seed: int,
-        seed_aug: int | None,
-        verbose: bool,
-        on_corrupt: str,
-        storage_options: dict[str, Any] | None,
-        cache: BlockCache | str | os.PathLike[str] | None,
-        block_window: int,
-    ) -> None:
-        """The reading half of the set-up: the records of this part, their
-        spans and order rules (both iterators')."""
-        self.batch_size = batch_size
-        self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
-        self.seed_aug = seed if seed_aug is None else seed_aug
-        self.skip_corrupt = on_corrupt == "skip"
-        self.storage_options = storage_options
-        path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
-        self.path_imgrec = path_imgrec
-        every = record_offsets(path_imgrec, path_imgidx, verbose, storage_options)
-        self._offsets = part(every, num_parts, part_index)
-        # each record's span ends where the next (in file order) starts
-        self._every, self._size = every, local_size(path_imgrec)
-        self.cache, self._plan = block_plan(
-            path_imgrec, storage_options, cache, every, self._offsets, block_window
-        )
-        if round_batch and batch_size > len(self._offsets):
-            raise ConfigError(
-                f"batch_size {batch_size} is larger than the {len(self._offsets)} records of "
-                f"part {part_index} of {num_parts}; use a smaller batch_size, or "
-                "round_batch=False for one padded batch"
-            )
-        self._labels = None
-        self._chunks = chunk_starts(self._offsets, shuffle_chunk_size, num_parts, path_imgidx)
-        self.shuffle_chunk_seed = shuffle_chunk_seed
-
-    def _start(
-        self,
-        layout: SlotLayout,
-        fill: Fill,
-        preprocess_threads: int | None,
-        prefetch_buffer: int,
-        data: DataDesc,
-        label: DataDesc,
-    ) -> None:
-        """The working half: the workers, their ring, the first epoch."""
-        self.layout = layout
-        self.provide_data, self.provide_label = [data], [label]
-        self.skipped: list[tuple[int, str]] = []
-        self.epoch = 0
-        # the next epoch's order and its batches under way (see _top_up)
-        self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
-        self._workers = Workers(
-            preprocess_threads, prefetch_buffer, self.layout, fill, self.path_imgrec,
-            self.storage_options, self.cache,
-        )  # fmt: skip
-        self._start_epoch()
-
-    # -- setup -------------------------------------------------------------
-
-    @property
-    def workers(self) -> int:
-        """How many workers build batches (1: this process)."""
-        return self._workers.count
-
-    @property
-    def worker_kind(self) -> Literal["inline", "processes", "threads"]:
-        """Whether they are forked processes, threads, or this process."""
-        return self._workers.kind
-
-    def _start_epoch(self) -> None:
-        n = len(self._offsets)
-        self._num_batches = -(-n // self.batch_size)
-        self._next_out = 0
-        self._current: DataBatch | None = None
-        if self._ahead is not None:  # this epoch's first batches are already under way
-            self._order, self._pending = self._ahead
-        else:
-            self._order, self._pending = self._epoch_order(self.epoch), deque()
-        self._next_submit = len(self._pending)
-        self._ahead = None
-        self._top_up()
-
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        if self._plan is not None:  # a cached remote .rec: a block at a time
-            return self._plan.order(self.seed, epoch, self.shuffle)
-        n = len(self._offsets)
-        return epoch_order(n, self.shuffle, self.seed, epoch, self._chunks, self.shuffle_chunk_seed)
-
-    # -- the work queue ----------------------------------------------------
-
-    def _job(self, batch: int, slot: int, order: np.ndarray, epoch: int) -> BatchJob:
-        b = self.batch_size
-        positions = order[batch * b : (batch + 1) * b]
-        real = len(positions)
-        if real < b and self.round_batch:  # wrap to the start of this epoch's order
-            positions = np.concatenate([positions, order[: b - real]])
-        if self._plan is not None:
-            self._plan.ask(positions, epoch)
-        offsets = self._offsets[positions]
-        return BatchJob(
-            rec=str(self.path_imgrec),
-            offsets=offsets,
-            real=real,
-            slot=slot,
-            seed=(self.seed_aug & 0xFFFFFFFF, epoch, batch),
-            labels_from_header=self._labels is None,
-            skip_corrupt=self.skip_corrupt,
-            storage_options=self.storage_options,
-            cache=self.cache,
-            stops=None if self._size is None else record_stops(self._every, offsets, self._size),
-            label_pad_value=self.label_pad_value,
-        )
-
-    def _top_up(self) -> None:
-        free = self._workers.slots.free
-        while free and self._next_submit < self._num_batches:
-            job = self._job(self._next_submit, free.popleft(), self._order, self.epoch)
-            self._pending.append(self._workers.submit(job))
-            self._next_submit += 1
-        if not free or not self._workers.parallel:
-            return
-        # Every batch of this epoch is under way and slots are free: start
-        # the next epoch's, which reset() takes over, so the workers never
-        # wait at an epoch's end (DALI's readers run on the same way).
-        if self._ahead is None:
-            self._ahead = (self._epoch_order(self.epoch + 1), deque())
-        order, ahead = self._ahead
-        while free and len(ahead) < self._num_batches:
-            job = self._job(len(ahead), free.popleft(), order, self.epoch + 1)
-            ahead.append(self._workers.submit(job))
-
-    # -- MXNet's DataIter API ----------------------------------------------
-
-    def iter_next(self) -> bool:
-        """Advance to the next batch; False at the end of the epoch."""
-        if self._next_out >= self._num_batches:
-            self._current = None
-            return False
-        self._top_up()  # slots given back since the last batch (the caller dropped it)
-        pending = self._pending.popleft()
-        self._next_out += 1
-        lent = False
-        try:
-            got = self._workers.collect(pending)
-            self._current, lent = self._make_batch(got)
-        finally:
-            if not lent:
-                self._workers.slots.free.append(pending.job.slot)
-        self._top_up()
-        return True
-
-    def _make_batch(self, got: BatchBuffers) -> tuple[DataBatch, bool]:
-        """The batch, and whether its pixels are a view of the slot (lent
-        until the caller drops them) rather than a copy."""
-        result = got.result
-        view, labels, ids = got.views
-        labels, ids = labels.copy(), ids.copy()
-        lent = self._workers.slots.lend(view, got.slot)
-        data = view if lent else self._workers.slots.copy(view)
-        del got, view
-        self.skipped.extend(result.skipped)
-        if self._labels is not None:
-            labels[: result.filled] = self._lookup(ids[: result.filled])
-        label = labels[:, 0] if labels.shape[1] == 1 else labels
-        batch = DataBatch(
-            data=[data.view(MXArray)],
-            label=[label.view(MXArray)],
-            pad=self.batch_size - result.filled_real,
-            index=ids,
-            provide_data=self.provide_data,
-            provide_label=self.provide_label,
-        )
-        return batch, lent
-
-    def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        assert self._labels is not None
-        try:
-            return self._labels.lookup(ids)
-        except KeyError as exc:
-            raise Im2RecError(
-                f"record id {exc.args[0]} of {self.path_imgrec} has no line in path_imglist; "
-                "regenerate the list or drop path_imglist to use the packed labels"
-            ) from None
-
-    def next(self) -> DataBatch:
-        """The next batch; ``StopIteration`` at the end of the epoch."""
-        if not self.iter_next():
-            raise StopIteration
-        assert self._current is not None
-        return self._current
-
-    __next__ = next
-
-    def __iter__(self) -> Iterator[DataBatch]:
-        # An exhausted iterator starts the next epoch, so a plain
-        # `for epoch ...: for batch in it:` loop needs no reset().
-        if self._next_out >= self._num_batches:
-            self.reset()
-        return self
-
-    def reset(self) -> None:
-        """Start the next epoch (a new permutation with ``shuffle``). A reset
-        before any batch of the current epoch was taken changes nothing."""
-        if self._next_out == 0:
-            return
-        self._workers.drain(self._pending)
-        self.epoch += 1
-        self._start_epoch()
-
-    def getdata(self) -> list[np.ndarray]:
-        return self._batch().data
-
-    def getlabel(self) -> list[np.ndarray]:
-        return self._batch().label
-
-    def getpad(self) -> int:
-        return self._batch().pad
-
-    def getindex(self) -> np.ndarray | None:
-        return self._batch().index
-
-    def _batch(self) -> DataBatch:
-        if self._current is None:
-            raise Im2RecError("no current batch: call iter_next() first")
-        return self._current
-
-    def __len__(self) -> int:
-        """Batches per epoch."""
-        return self._num_batches
-
-    @property
-    def num_records(self) -> int:
-        """Records in this part (one epoch, before padding)."""
-        return len(self._offsets)
-
-    # -- shutting down -----------------------------------------------------
-
-    def close(self) -> None:
-        """Stop the workers and free the shared memory (also done when the
-        iterator is garbage-collected)."""
-        self._pending.clear()
-        self._ahead = None
-        self._workers.slots.close()
-        self._workers.finalizer()
-
-    def __enter__(self) -> ImageRecordIter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({self.path_imgrec!r}, {self.num_records} records, "
-            f"batch_size={self.batch_size}, epoch={self.epoch})"
-        )
 
 
 def _mean_over_part(**kwargs: Any) -> np.ndarray:

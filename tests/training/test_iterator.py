@@ -22,7 +22,7 @@ from im2rec.errors import (
     TruncatedRecordError,
 )
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.training import iterator as iterator_module
+from im2rec.training import epochs as epochs_module
 from im2rec.training.iterator import ImageRecordIter
 from im2rec.training.vocabulary import UnknownOptionWarning, lst_labels, record_stops
 
@@ -224,7 +224,7 @@ def test_records_are_read_in_one_span_or_two_alike(
     spans = True
     fast = [batches(t) for t in (1, 2)]
     spans = False
-    monkeypatch.setattr(iterator_module, "local_size", lambda rec: None)  # as for a URL
+    monkeypatch.setattr(epochs_module, "local_size", lambda rec: None)  # as for a URL
     for got in [batches(t) for t in (1, 2)] + fast[1:]:
         for (a, la), (b, lb) in zip(fast[0], got, strict=True):
             np.testing.assert_array_equal(a, b)

@@ -1,0 +1,220 @@
+"""Several recs read as one dataset, in set proportions: :class:`MixedDataset`
+(the sources end to end, each sample's label kept apart per source) and
+:class:`MixtureSampler` (each epoch's draws from every source).
+
+An epoch of ``epoch_size`` samples takes ``round(weight * epoch_size)``
+from each source (the last source the remainder): exactly those counts, so
+the proportions hold every epoch, and, the sources interleaved by a seeded
+shuffle, in every stretch of it up to sampling noise. A source's samples
+come in a permutation of its own, made from ``(seed, source, epoch, lap)``:
+a source smaller than its share is gone through again in another order (a
+new lap); a larger one gives the first of a new permutation each epoch, so
+an epoch depends on nothing before it (resuming needs only the epoch and
+the draws done). Ranks take every ``num_replicas``-th draw
+(the epoch cut to a multiple of them), so they read disjoint samples.
+Resuming is :class:`~im2rec.training.blockorder.BlockSampler`'s:
+``state_dict(consumed=n)``, or without it what the pass handed out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import ConfigError
+from .augment import Augmenter, process_rng
+from .dataset import RecordDataset
+from .loading import Batch, new_batch
+
+__all__ = ["MixedDataset", "MixtureSampler"]
+
+Labels = Literal["offset", "source"]
+
+
+class MixedDataset:
+    """The samples of ``datasets`` end to end: index ``i`` is sample ``i -
+    starts[s]`` of source ``s``. ``labels="offset"`` (the default) adds to
+    each source's class labels the number of classes of the sources before
+    it (``len(classes)``, or one more than its largest label when it has no
+    class map: a scan of its headers), so the classes stay distinct;
+    ``labels="source"`` gives ``(source, label)`` instead. With the same
+    :class:`~im2rec.training.augment.Augmenter` on every source's
+    ``output="bytes"``, a ``DataLoader`` batch is decoded into shared memory
+    as :class:`RecordDataset` does, a source at a time (its samples come
+    grouped by source)."""
+
+    def __init__(self, datasets: Sequence[RecordDataset], *, labels: Labels = "offset"):
+        if not datasets:
+            raise ConfigError("a mixture needs at least one dataset")
+        if labels not in ("offset", "source"):
+            raise ConfigError(f"labels must be 'offset' or 'source', not {labels!r}")
+        self.datasets = list(datasets)
+        self.labels = labels
+        sizes = [len(ds) for ds in self.datasets]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.offsets = [0] * len(sizes)
+        if labels == "offset":
+            total = 0
+            for s, ds in enumerate(self.datasets):
+                self.offsets[s] = total
+                total += len(ds.classes) or _label_count(ds)
+        self.classes = [name for ds in self.datasets for name in ds.classes] if all(
+            ds.classes for ds in self.datasets
+        ) else []  # fmt: skip
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def source_of(self, i: int) -> tuple[int, int]:
+        """``(source, index in it)`` of sample ``i``."""
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample {i} of a mixture of {len(self)}")
+        s = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return s, i - int(self.starts[s])
+
+    def _label(self, s: int, label: Any) -> Any:
+        if self.labels == "source":
+            return (s, label)
+        if self.offsets[s] and isinstance(label, int):
+            return label + self.offsets[s]
+        return label
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        s, j = self.source_of(int(i))
+        image, label = self.datasets[s][j]
+        return image, self._label(s, label)
+
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[tuple[Any, Any]]:
+        """A ``DataLoader`` batch: with one ``Augmenter`` on every source,
+        decoded into one shared array a source at a time (grouped by
+        source); otherwise sample by sample, in order."""
+        augment = self.datasets[0].transform
+        same = isinstance(augment, Augmenter) and all(
+            ds.output == "bytes" and ds.transform is augment for ds in self.datasets
+        )
+        if not same or not indices:
+            return [self[i] for i in indices]
+        assert isinstance(augment, Augmenter)
+        placed = [self.source_of(int(i)) for i in indices]
+        order = sorted(
+            range(len(placed)), key=lambda k: placed[k][0]
+        )  # (stable: a source's in order)
+        images, home = new_batch(len(indices), augment.data_shape, augment.dtype)
+        write = augment.writer(process_rng())
+        labels: list[Any] = []
+        at = 0
+        while at < len(order):
+            s = placed[order[at]][0]
+            end = at
+            while end < len(order) and placed[order[end]][0] == s:
+                end += 1
+            local = [placed[k][1] for k in order[at:end]]
+            got = self.datasets[s]._fill(local, images[at:end], write)
+            labels += [self._label(s, label) for label in got]
+            at = end
+        return Batch(images, labels, home)
+
+    collate = staticmethod(RecordDataset.collate)
+
+
+def _label_count(ds: RecordDataset) -> int:
+    """One more than the largest whole-number label of ``ds``'s records."""
+    from ..inspect.scanning import header_at, walk_records
+
+    reader = ds.reader
+    buf, _ = reader.mapping()
+    top = -1
+    for head, nxt in walk_records(reader):  # type: ignore[misc]
+        header = header_at(buf, head, nxt, reader.name)
+        if not header.flag and float(header.label).is_integer():
+            top = max(top, int(header.label))
+    return top + 1
+
+
+class MixtureSampler:
+    """A ``DataLoader`` sampler over a :class:`MixedDataset`: each epoch
+    ``epoch_size`` draws (default: the mixture's length) in the proportions
+    ``weights`` (one a source, any scale), as the module says."""
+
+    def __init__(
+        self,
+        mixture: MixedDataset,
+        weights: Sequence[float],
+        *,
+        epoch_size: int | None = None,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        sizes = np.diff(mixture.starts)
+        w = np.asarray(weights, np.float64)
+        if len(w) != len(sizes) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ConfigError(
+                f"need {len(sizes)} weights, one a source, none negative, not all 0: {weights!r}"
+            )
+        if np.any((w > 0) & (sizes == 0)):
+            raise ConfigError("a source with a weight holds no samples")
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ConfigError(f"need 0 <= rank < num_replicas, not rank {rank} of {num_replicas}")
+        size = len(mixture) if epoch_size is None else int(epoch_size)
+        if not 0 < size <= 1 << 34:  # (an epoch's draws are 9 bytes each, in memory)
+            raise ConfigError(f"epoch_size must be 1 to 2**34, not {size}")
+        counts = np.floor(w / w.sum() * size + 0.5).astype(np.int64)
+        counts[np.flatnonzero(w)[-1]] += size - int(counts.sum())  # (rounding's remainder)
+        self.counts, self.sizes, self.starts = counts, sizes, mixture.starts
+        self.seed, self.num_replicas, self.rank = int(seed), num_replicas, rank
+        self.per_rank = size // num_replicas
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch the next pass runs, beginning after its first ``start`` draws."""
+        if not 0 <= start <= self.per_rank:
+            raise ConfigError(f"start must be 0 to {self.per_rank:,}, not {start:,}")
+        self.epoch, self.start, self.begun, self.yielded = int(epoch), int(start), int(start), 0
+
+    def order(self) -> np.ndarray:
+        """This rank's draws of the current epoch (mixture indices), from the first."""
+        rng = np.random.default_rng([self.seed, self.epoch])
+        which = rng.permutation(np.repeat(np.arange(len(self.counts)), self.counts))
+        draws = np.empty(len(which), np.int64)
+        for s, count in enumerate(self.counts.tolist()):
+            if not count:
+                continue
+            laps = -(-count // int(self.sizes[s]))
+            local = np.concatenate([
+                np.random.default_rng([self.seed, s, self.epoch, lap]).permutation(self.sizes[s])
+                for lap in range(laps)
+            ])[:count]  # fmt: skip
+            draws[which == s] = self.starts[s] + local
+        mine: np.ndarray = draws[self.rank :: self.num_replicas][: self.per_rank]
+        return mine
+
+    def __len__(self) -> int:
+        return self.per_rank - self.begun
+
+    def __iter__(self) -> Iterator[int]:
+        draws = self.order()
+        start = self.begun = self.start
+        self.start, self.yielded = 0, 0
+        for i in draws[start:].tolist():
+            self.yielded += 1
+            yield i
+        self.begun, self.yielded = 0, 0
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
+        """Resume after ``consumed`` draws of the pass in progress (without
+        it, the draws it handed out: what torchdata's ``StatefulDataLoader``
+        asks for)."""
+        consumed = self.yielded if consumed is None else consumed
+        if not 0 <= consumed <= self.per_rank - self.begun:
+            raise ConfigError(f"consumed must be 0 to {self.per_rank - self.begun:,}")
+        return {"seed": self.seed, "epoch": self.epoch, "start": self.begun + consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if int(state["seed"]) != self.seed:
+            raise ConfigError(
+                f"the state is of seed {state['seed']}, this sampler's is {self.seed}"
+            )
+        self.set_epoch(int(state["epoch"]), int(state["start"]))
