@@ -22,10 +22,11 @@ group at a time, so memory stays flat in the dataset's size.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,48 +113,42 @@ class _Wider(Exception):
     """A record whose label the column guessed from the first one cannot hold."""
 
 
+def _heads(reader: RecordReader) -> Iterator[tuple[int, float]]:
+    """``(flag, label)`` of every record's header, in file order (the label
+    0.0 where ``flag`` counts several)."""
+    buf, _ = reader.mapping()
+    for head, nxt in walk_records(reader):  # type: ignore[misc]
+        header = header_at(buf, head, nxt, reader.name)
+        yield header.flag, 0.0 if header.flag else float(header.label)
+
+
 def _guess(reader: RecordReader, class_map: str | None) -> _Labels:
     """The label column the first record suggests (no pass over the file):
     the export starts with it, and surveys every header only when a later
     record does not fit (:class:`_Wider`)."""
-    buf, _ = reader.mapping()
-    for head, nxt in walk_records(reader):  # type: ignore[misc]
-        header = header_at(buf, head, nxt, reader.name)
-        value = float(header.label) if not header.flag else 0.0
-        guess = _survey(reader, class_map, first_only=(header.flag, value))
-        return guess
-    return _Labels("int")
+    return _column(itertools.islice(_heads(reader), 1), reader.name, class_map)
 
 
-def _survey(
-    reader: RecordReader, class_map: str | None, first_only: tuple[int, float] | None = None
-) -> _Labels:
-    """One pass over the headers: which label column the records make (with
-    ``first_only``, the first record's ``(flag, label)``: what it alone says)."""
-    buf, _ = reader.mapping()
-    whole, several, top = True, False, -1
-    heads = (
-        walk_records(reader) if first_only is None else iter([None])
-    )  # fmt: skip
-    for item in heads:
-        if first_only is None:
-            head, nxt = item  # type: ignore[misc]
-            header = header_at(buf, head, nxt, reader.name)
-            flag, value = header.flag, float(header.label) if not header.flag else 0.0
-        else:
-            flag, value = first_only
+def _survey(reader: RecordReader, class_map: str | None) -> _Labels:
+    """One pass over the headers: the label column every record fits."""
+    return _column(_heads(reader), reader.name, class_map)
+
+
+def _column(heads: Iterable[tuple[int, float]], rec: str, class_map: str | None) -> _Labels:
+    """The label column ``(flag, label)`` pairs make: a list when a record
+    holds several, float32 when a label is not a whole number, else classes
+    (named from the class map) or plain int64."""
+    whole, top = True, -1
+    for flag, value in heads:
         if flag:
-            several = True
-            break
+            return _Labels("list")
         if value.is_integer() and 0 <= value < 1 << 31:
             top = max(top, int(value))
         else:
             whole = False
-    if several:
-        return _Labels("list")
     if not whole:
         return _Labels("float")
-    path = class_map if class_map is not None else class_map_beside(reader.name)
+    path = class_map if class_map is not None else class_map_beside(rec)
     if path is None:
         return _Labels("int")
     classes = read_class_map(path)
@@ -349,8 +344,8 @@ def _shards(
 
 def _encoding(listed: bool) -> dict[str, Any]:
     """How the columns are stored: the images as they are (JPEG does not
-    compress: snappy only cost 6x the time of writing them), the rest
-    snappy with statistics."""
+    compress, and snappy would take six times as long as the write), the
+    rest snappy with statistics."""
     small = ["image.path", "label.list.element" if listed else "label", "rec.flag", "rec.id",
              "rec.id2", "rec.key"]  # fmt: skip
     return {

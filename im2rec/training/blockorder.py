@@ -131,13 +131,15 @@ class BlockSampler:
             )
         self.set_epoch(0)
 
-    def _per_rank(self, epoch: int) -> int:
-        """Samples each rank gets in ``epoch``: the blocks are dealt anew
-        every epoch, so the parts' lengths change with it."""
-        if self.num_replicas == 1:
+    def _per_rank(self, epoch: int, replicas: int | None = None) -> int:
+        """Samples each of ``replicas`` ranks (this job's) gets in ``epoch``:
+        the blocks are dealt anew every epoch, so the parts' lengths change
+        with it."""
+        replicas = self.num_replicas if replicas is None else replicas
+        if replicas == 1:
             return len(self.blocks)
         dealt = self._sizes[_dealt(len(self._sizes), self.seed, epoch)[1]]
-        counts = [int(dealt[r :: self.num_replicas].sum()) for r in range(self.num_replicas)]
+        counts = [int(dealt[r::replicas].sum()) for r in range(replicas)]
         return min(counts) if self.drop_last else max(counts)
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
@@ -199,17 +201,13 @@ class BlockSampler:
         ``drop_last``), each once."""
         if len(starts) != replicas:
             raise ConfigError(f"the merged state has {len(starts)} starts for {replicas} ranks")
-        old = BlockSampler.__new__(BlockSampler)
-        old.__dict__.update(self.__dict__)
-        old.num_replicas = replicas
-        per_rank = old._per_rank(self.epoch)
+        per_rank = self._per_rank(self.epoch, replicas)
         seen = np.zeros(len(self.blocks), bool)
         pieces = []
         for rank, start in enumerate(starts):
             if not 0 <= start <= per_rank:
                 raise ConfigError(f"rank {rank}'s start {start:,} is not 0 to {per_rank:,}")
-            old.rank, old.per_rank = rank, per_rank
-            samples, _ = old.order()
+            samples, _ = self._part(replicas, rank, per_rank)
             seen[samples[:start]] = True
             pieces.append(samples[start:])
         pieces.append(np.arange(len(self.blocks)))  # (what no part held)
@@ -226,14 +224,19 @@ class BlockSampler:
             samples = self._elastic
             _, first = np.unique(self.blocks[samples], return_index=True)
             return samples, self.blocks[samples][np.sort(first)]
+        return self._part(self.num_replicas, self.rank, self.per_rank)
+
+    def _part(self, replicas: int, rank: int, per_rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rank ``rank`` of ``replicas``'s samples of the current epoch, cut
+        or padded to ``per_rank``, and its blocks in reading order."""
         samples, visit = epoch_order(
-            self.blocks, self.seed, self.epoch, self.window, self.num_replicas, self.rank
+            self.blocks, self.seed, self.epoch, self.window, replicas, rank
         )
-        if len(samples) > self.per_rank:
-            samples = samples[: self.per_rank]
-        elif len(samples) < self.per_rank:  # repeat from the start, as DistributedSampler pads
-            repeats = -(-self.per_rank // max(1, len(samples)))
-            samples = np.tile(samples, repeats)[: self.per_rank]
+        if len(samples) > per_rank:
+            samples = samples[:per_rank]
+        elif len(samples) < per_rank:  # repeat from the start, as DistributedSampler pads
+            repeats = -(-per_rank // max(1, len(samples)))
+            samples = np.tile(samples, repeats)[:per_rank]
         return samples, visit
 
     def __len__(self) -> int:
