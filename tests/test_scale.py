@@ -11,13 +11,14 @@ import pickle
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from im2rec.errors import DuplicateKeyError
-from im2rec.recordio import IndexedRecordReader, load_index
+from im2rec.recordio import IndexedRecordReader, index_cache, load_index
 from im2rec.recordio.views import KeyView
 
 from .synthetic_rec import RECORD, synthetic
@@ -105,7 +106,19 @@ def probe(code: str, rec: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def million(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synthetic(tmp_path_factory.mktemp("scale") / "m", 1_000_000)
+    """A million records, with the binary copy of their index made: a copy
+    is written only for an ``.idx`` settled for SETTLED_NS, so the fixture
+    waits that long past the ``.idx``'s change time (without it, a test run
+    right after the fixture would measure spawned workers without a copy)."""
+    rec = synthetic(tmp_path_factory.mktemp("scale") / "m", 1_000_000)
+    idx = rec.with_suffix(".idx")
+    st = os.stat(idx)
+    settled = max(st.st_mtime_ns, st.st_ctime_ns) + index_cache.SETTLED_NS
+    while (left := settled - time.time_ns()) > 0:
+        time.sleep(left / 1e9 + 0.01)
+    load_index(idx)
+    assert os.path.exists(index_cache.cache_path(idx)), "the binary copy was not written"
+    return rec
 
 
 @pytest.mark.parametrize(
@@ -159,7 +172,6 @@ print(json.dumps({"pss": total, "workers": len(workers), "seen": seen}))
 def test_dataloader_workers_share_the_index(million: Path, tmp_path: Path, start: str) -> None:
     pytest.importorskip("torch")
     small = synthetic(tmp_path / "k", 1000)
-    load_index(million.with_suffix(".idx"))  # (the binary copy exists)
 
     def total_pss(rec: Path) -> int:
         out = subprocess.run([sys.executable, "-c", PROCMEM + LOADER, str(rec), start],

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` st
     import numpy as np
 
 from ..errors import IndexFormatError
-from .index_cache import identity_of, read_cache, shareable, write_cache
+from .index_cache import Cached, identity_of, read_cache, shareable, write_cache
 from .index_text import (
     duplicate_error,
     offset_error,
@@ -301,12 +301,7 @@ def load_index(
         before = identity_of(path)  # (what the copy, if one is written, is of)
         cached = read_cache(path, before)
         if cached is not None:  # (checked there as a parse is checked here)
-            index = RecordIndex(cached.keys, cached.offsets, name)
-            if len(cached.table):
-                index.use_table(cached.table, cached.base)
-            elif not index.build_lookup():
-                raise duplicate_error(name, None, index.key_list())
-            return index
+            return _from_copy(cached, name)
     parsed = parse_file_fast(path, storage_options) if key_type is int else None
     lines: list[int] | None = None  # position -> line number, when they differ
     if parsed is None:
@@ -327,7 +322,22 @@ def load_index(
     _check_unique(index, lines)
     if local_ints and isinstance(index.keys, np.ndarray):
         dense = index.dense_table
-        write_cache(path, before, index.keys, index.offsets, *(dense if dense else (None, 0)))
+        if write_cache(path, before, index.keys, index.offsets, *(dense if dense else (None, 0))):
+            # the copy just written, mapped: what a spawned DataLoader
+            # worker receives is then its name, not the arrays
+            cached = read_cache(path, before)
+            if cached is not None:
+                return _from_copy(cached, name)
+    return index
+
+
+def _from_copy(cached: Cached, name: str) -> RecordIndex:
+    """An index over the arrays of a binary copy (:func:`read_cache`)."""
+    index = RecordIndex(cached.keys, cached.offsets, name)
+    if len(cached.table):
+        index.use_table(cached.table, cached.base)
+    elif not index.build_lookup():
+        raise duplicate_error(name, None, index.key_list())
     return index
 
 

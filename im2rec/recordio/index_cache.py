@@ -38,8 +38,9 @@ copy is never replaced while it is valid (a second process that parses the
 same ``.idx`` keeps the first one's), and a worker that finds it replaced
 all the same checks the new one as an open does.
 
-It is written after a parse of at least :data:`CACHE_FROM` lines, and
-silently not written where the cache folder cannot be made.
+It is written after a parse of at least :data:`CACHE_FROM` lines (and
+the open that wrote it uses it mapped at once), and silently not written
+where the cache folder cannot be made.
 ``IM2REC_INDEX_CACHE=0`` turns it off (neither read nor written).
 """
 
@@ -332,21 +333,22 @@ def write_cache(
     offsets: np.ndarray,
     table: Any,
     base: int,
-) -> None:
+) -> bool:
     """Write the copy of ``idx``, parsed from the file whose identity was
     ``before`` (:func:`identity_of`, taken before the parse); ``table``:
     the dense lookup table, or None for sparse keys. Nothing happens where
     that cannot be done, or where the ``.idx`` changed during the parse or
-    too recently (see the module doc)."""
+    too recently (see the module doc). True when a copy of this ``.idx``
+    is in place afterwards (this one, or one another process wrote)."""
     import numpy as np
 
     from ..storage.atomic import create_output
     from ..storage.private import private_folder
 
     if not enabled() or len(keys) < CACHE_FROM or before is None:
-        return
+        return False
     if identity_of(idx) != before or time.time_ns() - max(before[1], before[2]) < SETTLED_NS:
-        return
+        return False
     table = np.empty(0, dtype="<i8") if table is None else table
     path = cache_path(idx)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -362,9 +364,10 @@ def write_cache(
             if read_cache(idx) is None:  # ...unless it is not this one's
                 os.replace(tmp, path)
     except Exception:  # noqa: BLE001 - no room, no folder, anything: the index still works
-        return
+        return False
     finally:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+    return True

@@ -61,6 +61,23 @@ def test_a_mapped_index_travels_as_the_name_of_its_copy(cached: Path) -> None:
         pickle.loads(sent)
 
 
+def test_the_open_that_writes_the_copy_already_uses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first open after a dataset is made: what it hands a spawned
+    # DataLoader worker is the copy's name, not the parsed arrays
+    from im2rec.recordio import index_cache
+
+    monkeypatch.setattr(index_cache, "CACHE_FROM", 10)
+    monkeypatch.setattr(index_cache, "SETTLED_NS", 0)
+    idx = synthetic(tmp_path / "f", 3000).with_suffix(".idx")
+    index = load_index(idx)
+    assert Path(index_cache.cache_path(idx)).is_file()
+    assert not index.offsets.flags.writeable and not index.keys.flags.writeable
+    assert len(pickle.dumps(index)) < 1000
+    assert index.offset_of(2999) == 2999 * RECORD.itemsize
+
+
 def test_a_changed_idx_is_parsed_again(cached: Path) -> None:
     from im2rec.recordio import index_cache
 
