@@ -18,11 +18,14 @@ $(VENV)/.installed: pyproject.toml constraints/dev.txt scripts/install-pillow-si
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	@# pinned by constraints/dev.txt (make lock): no resolver search, ~50 s instead of ~3 min
 	$(BIN)/python -m pip install --quiet -c constraints/dev.txt -e '.[dev,dask,remote,docs]'
+	@# The loader tests run a real torch DataLoader (skipped without torch), torchdata's
+	@# StatefulDataLoader for the resume tests, and torchvision's tv_tensors and a detector
+	@# for the detection tests. torchvision 0.29.1 loads only beside its own torch (2.14.1,
+	@# a CUDA build that runs on the CPU); it is installed before Pillow-SIMD, since it
+	@# asks for "pillow", which pip would otherwise install over Pillow-SIMD.
+	$(BIN)/python -m pip install --quiet -c constraints/dev.txt 'torch==2.14.1' 'torchvision==0.29.1' 'torchdata==0.11.0' || echo "torch==2.14.1 not installed: the DataLoader tests will be skipped"
 	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
 	scripts/install-pillow-simd.sh $(VENV)
-	@# The loader tests run a real torch DataLoader (CPU build; skipped without torch),
-	@# and torchdata's StatefulDataLoader for the resume tests
-	$(BIN)/python -m pip install --quiet 'torch==2.13.0' 'torchdata==0.11.0' || echo "torch==2.13.0 not installed: the DataLoader tests will be skipped"
 	@touch $@
 
 # The optional C extensions (setup.py), rebuilt in place when their sources change.

@@ -137,6 +137,7 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     """docs/detection.md on a VOC, a COCO and a YOLO set made here, at the
     paths the page names."""
     pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
     from tests.boxsets import coco_set, voc_set, yolo_set
 
     voc_set(tmp_path / "VOCdevkit" / "VOC2007", sets={"trainval": ["a", "b", "d"]})
@@ -148,6 +149,8 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     out = _run_blocks((ROOT / "docs/detection.md").read_text(), tmp_path)
     assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels
     assert "torch.int64" in out and "(3, 4)" in out  # the DataLoader's targets
+    # a torchvision detector's training step, on boxes transforms.v2 moved
+    assert "['loss_box_reg', 'loss_classifier', 'loss_objectness', 'loss_rpn_box_reg'] True" in out
     # ImageDetRecordIter: rows 4 + (4 + 3 objects x 6), and SSD's objects view
     assert "(3, 3, 300, 300) (3, 26) (3, 3, 6)" in out
     assert "(3, 3, 300, 300) [[" in out  # the DataLoader of DetTransform samples

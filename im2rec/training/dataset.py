@@ -35,7 +35,7 @@ from .augment import Augmenter, process_rng
 from .augment.fused import Writer
 from .detfill import DetTransform
 from .loading import Batch, collate, new_batch
-from .targets import detection_collate, detection_target, image_size
+from .targets import detection_collate, detection_target, image_size, torchvision_target
 
 __all__ = ["RecordDataset"]
 
@@ -56,7 +56,8 @@ class RecordDataset:
     gives every single label as MXNet's float. ``labels="boxes"`` reads a
     detection rec: the label is a target dict as torchvision's detection
     models take it (:mod:`~im2rec.training.targets`: boxes in pixels of the
-    decoded image, int64 labels), batched by :attr:`collate_boxes`.
+    decoded image, ``tv_tensors.BoundingBoxes`` where torchvision is
+    installed, int64 labels), batched by :attr:`collate_boxes`.
     ``transform`` and ``target_transform`` are applied to the image and
     label, ``transforms`` to both at once (``(image, target) -> (image,
     target)``, as torchvision's datasets take it; with ``labels="boxes"``
@@ -318,6 +319,8 @@ class RecordDataset:
                 lambda: image_size(self.output, image, header, payload),
                 f"{self.reader.name}: record {key!r}",
             )
+            if not isinstance(self.transforms, DetTransform):  # (which takes numpy)
+                label = torchvision_target(label)
         if self.target_transform is not None:
             label = self.target_transform(label)
         if isinstance(self.transforms, DetTransform) and into is not None:

@@ -3,14 +3,19 @@
 
 A target is ``{"boxes": (N, 4) float32 corners xmin, ymin, xmax, ymax in
 pixels of the decoded image, "labels": (N,) int64 classes, "extra": (N,
-B - 5) float32, the object's values after its box}`` (numpy arrays; the
-collate makes them tensors). Empty boxes are dropped, as MXNet's detection
-iterator drops them and as torchvision's models refuse them. The layout is
-:mod:`im2rec.recordio.detection`'s.
+B - 5) float32, the object's values after its box, "size": the image's
+(height, width)}``. Where torchvision is installed the arrays are tensors
+and ``boxes`` a ``tv_tensors.BoundingBoxes`` (``XYXY``, its canvas the
+image), so ``torchvision.transforms.v2`` moves them with the image; else
+numpy arrays, which the collate makes tensors. Empty boxes are dropped, as
+MXNet's detection iterator drops them and as torchvision's models refuse
+them. The layout is :mod:`im2rec.recordio.detection`'s.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +30,8 @@ __all__ = [
     "detection_target",
     "image_size",
     "objects_target",
+    "torchvision_target",
+    "tv_tensors",
 ]
 
 
@@ -46,13 +53,54 @@ def detection_target(
 
 def objects_target(objects: np.ndarray, width: float, height: float) -> dict[str, Any]:
     """The target of ``objects`` (rows ``cls, xmin, ymin, xmax, ymax,
-    extra...``, corners normalised) on an image of ``width`` x ``height``."""
+    extra...``, corners normalised) on an image of ``width`` x ``height``
+    (numpy arrays: see :func:`torchvision_target`)."""
     scale = np.asarray([width, height, width, height], np.float32)
     return {
         "boxes": np.ascontiguousarray(objects[:, 1:5] * scale, np.float32),
         "labels": objects[:, 0].astype(np.int64),
         "extra": np.ascontiguousarray(objects[:, 5:], np.float32),
+        "size": (round(height), round(width)),
     }
+
+
+@functools.cache
+def tv_tensors() -> Any:
+    """``torchvision.tv_tensors``, or None where torchvision is not
+    installed, or does not import beside this torch (a warning says why,
+    once a process)."""
+    try:
+        from torchvision import tv_tensors as module
+    except ImportError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a torchvision built for another torch
+        warnings.warn(
+            f"torchvision is installed but does not import ({exc}); detection targets are "
+            "plain tensors (install the torchvision release made for this torch)",
+            stacklevel=2,
+        )
+        return None
+    return module
+
+
+def torchvision_target(target: dict[str, Any]) -> dict[str, Any]:
+    """``target`` as torchvision takes it, where torchvision is installed:
+    its arrays tensors and ``boxes`` a ``BoundingBoxes`` on the canvas
+    ``target["size"]``; elsewhere ``target`` itself."""
+    tv = tv_tensors()
+    if tv is None:
+        return target
+    out = {key: _tensor(value) for key, value in target.items()}
+    return _with_bounding_boxes(out, tv)
+
+
+def _with_bounding_boxes(target: dict[str, Any], tv: Any) -> dict[str, Any]:
+    boxes, size = target.get("boxes"), target.get("size")
+    if size is not None and boxes is not None and not isinstance(boxes, tv.BoundingBoxes):
+        target["boxes"] = tv.BoundingBoxes(
+            boxes, format="XYXY", canvas_size=(int(size[0]), int(size[1]))
+        )
+    return target
 
 
 def image_size(output: str, image: Any, header: Any, payload: bytes) -> tuple[float, float]:
@@ -95,33 +143,43 @@ def detection_collate(batch: Any) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def collate_targets(targets: list[Any]) -> list[Any]:
-    """The targets of a batch with their arrays as tensors (see
+    """The targets of a batch with their arrays as tensors, and ``boxes``
+    ``BoundingBoxes`` where torchvision is installed (see
     :func:`detection_collate`)."""
+    import torch
+
     targets = [dict(target) if isinstance(target, dict) else target for target in targets]
     dicts = [t for t in targets if isinstance(t, dict)]
-    for key in {k for t in dicts for k, v in t.items() if isinstance(v, np.ndarray)}:
+    arrays = (np.ndarray, torch.Tensor)
+    for key in {k for t in dicts for k, v in t.items() if isinstance(v, arrays)}:
         _views(dicts, key)
+    tv = tv_tensors()
+    if tv is not None:
+        for target in dicts:
+            _with_bounding_boxes(target, tv)
     return targets
 
 
 def _views(targets: list[dict[str, Any]], key: str) -> None:
-    """``targets[i][key]`` (numpy arrays) as views of one tensor, when
-    their trailing shapes and dtypes agree (else one tensor each)."""
-    arrays = [t.get(key) for t in targets]
-    if not all(isinstance(a, np.ndarray) and a.ndim >= 1 for a in arrays):
-        for t in targets:
-            if isinstance(t.get(key), np.ndarray):
-                t[key] = _tensor(t[key])
+    """``targets[i][key]`` (numpy arrays or tensors) as views of one tensor,
+    when their trailing shapes and dtypes agree (else one tensor each); a
+    ``tv_tensors`` value stays one, over its view."""
+    import torch
+
+    values = [_tensor(t.get(key)) for t in targets]
+    if not all(isinstance(v, torch.Tensor) and v.ndim >= 1 for v in values) or (
+        len({(tuple(v.shape[1:]), v.dtype) for v in values}) != 1
+    ):
+        for t, v in zip(targets, values, strict=True):
+            if key in t:
+                t[key] = v
         return
-    if len({(a.shape[1:], a.dtype) for a in arrays}) != 1:  # type: ignore[union-attr]
-        for t, a in zip(targets, arrays, strict=True):
-            t[key] = _tensor(a)
-        return
-    whole = _tensor(np.concatenate(arrays))  # type: ignore[arg-type]
-    start = 0
-    for t, a in zip(targets, arrays, strict=True):
-        end = start + len(a)  # type: ignore[arg-type]
-        t[key] = whole[start:end]
+    whole = torch.cat([v.as_subclass(torch.Tensor) for v in values])
+    tv, start = tv_tensors(), 0
+    for t, v in zip(targets, values, strict=True):
+        end = start + len(v)
+        view = whole[start:end]
+        t[key] = tv.wrap(view, like=v) if tv is not None and type(v) is not torch.Tensor else view
         start = end
 
 

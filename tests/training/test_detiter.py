@@ -181,7 +181,9 @@ def test_a_dataloader_gets_batches_drawn_in_shared_memory(rec: Path) -> None:
         assert np.array_equal(targets[i]["boxes"].numpy(), target["boxes"])
     loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
                                          collate_fn=RecordDataset.collate_boxes)  # fmt: skip
-    seen = 0
+    from im2rec.training.targets import tv_tensors
+
+    tv, seen = tv_tensors(), 0
     for images, targets in loader:
         assert images.dtype == torch.float32 and images.shape[1:] == (3, 24, 32)
         for target in targets:
@@ -190,6 +192,8 @@ def test_a_dataloader_gets_batches_drawn_in_shared_memory(rec: Path) -> None:
             assert len(boxes) == len(target["labels"]) >= 1
             assert (boxes[:, 2] >= boxes[:, 0]).all() and (boxes[:, 3] >= boxes[:, 1]).all()
             height, width = target["size"]
+            if tv is not None:  # boxes on the canvas of the drawn image
+                assert isinstance(boxes, tv.BoundingBoxes) and boxes.canvas_size == (height, width)
             assert (boxes >= 0).all() and (boxes[:, 2] <= width + 1e-3).all()
             assert (boxes[:, 3] <= height + 1e-3).all()
         seen += len(targets)

@@ -3,7 +3,11 @@ detection models take them, from a rec that rec list --boxes made."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +16,7 @@ from im2rec.errors import ConfigError, DatasetError
 from im2rec.listing import ListOptions, make_lists
 from im2rec.listing.boxes import BoxOptions
 from im2rec.packing import PackOptions, pack_list
+from im2rec.training import targets as targets_module
 from im2rec.training.dataset import RecordDataset
 
 from ..boxsets import IMAGES, voc_set
@@ -34,22 +39,41 @@ def expected(k: int) -> tuple[np.ndarray, list[int]]:
     return np.asarray(boxes, np.float32), [CLASSES.index(c) for c, *_ in objects]
 
 
+@pytest.fixture(params=["torchvision", "plain"])
+def tv(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """torchvision's tv_tensors where it is installed; None for the targets
+    made where it is not (the module's lookup answering as it does there)."""
+    if request.param == "plain":
+        monkeypatch.setattr(targets_module, "tv_tensors", lambda: None)
+        return None
+    return pytest.importorskip("torchvision.tv_tensors")
+
+
 @pytest.mark.parametrize("output", ["pil", "numpy", "bytes"])
-def test_targets_hold_pixel_boxes_and_int64_classes(voc_rec: Path, output: str) -> None:
+def test_targets_hold_pixel_boxes_and_int64_classes(voc_rec: Path, output: str, tv: Any) -> None:
     ds = RecordDataset(voc_rec, output=output, labels="boxes")
+    sizes = [(48, 64), (50, 50), (60, 40)]
     for k in range(len(ds)):
         _, target = ds[k]
         boxes, classes = expected(k)
-        np.testing.assert_allclose(target["boxes"], boxes, atol=1e-3)
-        assert target["labels"].dtype == np.int64 and target["labels"].tolist() == classes
-        assert target["extra"].shape == (len(classes), 1)  # the difficult flag
+        np.testing.assert_allclose(np.asarray(target["boxes"]), boxes, atol=1e-3)
+        assert np.asarray(target["labels"]).dtype == np.int64
+        assert np.asarray(target["labels"]).tolist() == classes
+        assert tuple(target["extra"].shape) == (len(classes), 1)  # the difficult flag
+        assert target["size"] == sizes[k]
+        if tv is None:
+            assert all(isinstance(target[key], np.ndarray) for key in ("boxes", "labels", "extra"))
+        else:
+            assert isinstance(target["boxes"], tv.BoundingBoxes)
+            assert target["boxes"].format == tv.BoundingBoxFormat.XYXY
+            assert target["boxes"].canvas_size == sizes[k]
 
 
-def test_transforms_move_image_and_target_together(voc_rec: Path) -> None:
+def test_transforms_move_image_and_target_together(voc_rec: Path, tv: Any) -> None:
     def flip(image, target):  # type: ignore[no-untyped-def]
         width = image.width
-        boxes = target["boxes"].copy()
-        boxes[:, [0, 2]] = width - target["boxes"][:, [2, 0]]
+        boxes = np.asarray(target["boxes"]).copy()
+        boxes[:, [0, 2]] = width - boxes[:, [2, 0]]
         return image.transpose(0), {**target, "boxes": boxes}
 
     ds = RecordDataset(voc_rec, labels="boxes", transforms=flip)
@@ -65,6 +89,54 @@ def test_transforms_move_image_and_target_together(voc_rec: Path) -> None:
         RecordDataset(voc_rec, labels="boxes", transform=lambda image: image)
 
 
+def test_torchvision_transforms_v2_move_the_boxes(voc_rec: Path) -> None:
+    tv = pytest.importorskip("torchvision.tv_tensors")
+    from torchvision.transforms import v2
+
+    plain = RecordDataset(voc_rec, output="numpy", labels="boxes")
+    moved = RecordDataset(voc_rec, labels="boxes", transforms=v2.Compose([
+        v2.ToImage(), v2.RandomHorizontalFlip(p=1.0), v2.Resize((96, 128)),
+    ]))  # fmt: skip
+    for k in range(len(plain)):
+        image, target = plain[k]
+        drawn, after = moved[k]
+        height, width = image.shape[:2]
+        assert isinstance(drawn, tv.Image) and isinstance(after["boxes"], tv.BoundingBoxes)
+        assert after["boxes"].canvas_size == (96, 128) == tuple(drawn.shape[1:])
+        want = np.asarray(target["boxes"]).copy()
+        want[:, [0, 2]] = width - want[:, [2, 0]]
+        want *= np.asarray([128 / width, 96 / height] * 2, np.float32)
+        np.testing.assert_allclose(after["boxes"].numpy(), want, atol=1e-3)
+        assert after["labels"].tolist() == np.asarray(target["labels"]).tolist()
+
+
+def test_a_torchvision_that_does_not_import_leaves_plain_targets(
+    voc_rec: Path, tmp_path: Path
+) -> None:
+    # a torchvision built for another torch fails on import with a
+    # RuntimeError ("operator torchvision::nms does not exist"): said once,
+    # and the targets are those made without torchvision
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text(
+        "raise RuntimeError('operator torchvision::nms does not exist')\n"
+    )
+    code = (
+        "import sys, warnings, numpy as np\n"
+        "from im2rec.training import RecordDataset\n"
+        "ds = RecordDataset(sys.argv[1], output='numpy', labels='boxes')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    targets = [ds[k][1] for k in range(len(ds))]\n"
+        "print(isinstance(targets[0]['boxes'], np.ndarray), len(caught))\n"
+        "print(caught[0].message)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", code, str(voc_rec)], capture_output=True,
+                         text=True, check=True, env=env).stdout.splitlines()  # fmt: skip
+    assert out[0] == "True 1"
+    assert "torchvision is installed but does not import" in out[1] and "nms" in out[1]
+
+
 def test_a_record_without_boxes_is_one_clear_error(tmp_path: Path) -> None:
     from im2rec.recordio import IndexedRecordWriter, pack
 
@@ -76,7 +148,7 @@ def test_a_record_without_boxes_is_one_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dataloader_batch_keeps_each_images_objects(voc_rec: Path) -> None:
+def test_a_dataloader_batch_keeps_each_images_objects(voc_rec: Path, tv: Any) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
@@ -93,3 +165,10 @@ def test_a_dataloader_batch_keeps_each_images_objects(voc_rec: Path) -> None:
     assert all(
         t["labels"].dtype == torch.int64 and t["boxes"].dtype == torch.float32 for t in targets
     )
+    for target, size in zip(targets, [(48, 64), (50, 50), (60, 40)], strict=True):
+        assert target["size"] == size
+        if tv is not None:  # (a tensor subclass, sent from the worker as one)
+            assert isinstance(target["boxes"], tv.BoundingBoxes)
+            assert target["boxes"].canvas_size == size
+        else:
+            assert type(target["boxes"]) is torch.Tensor
