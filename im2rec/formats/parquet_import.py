@@ -6,7 +6,9 @@ Rows are read a batch at a time, so memory stays flat."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +28,8 @@ __all__ = ["ParquetImport", "import_parquet"]
 #: (records done, 0, bytes written)
 Progress = Callable[[int, int, int], None]
 MAX_LABELS = 1 << 20
+#: row groups read at once, on threads
+READERS = 2
 
 
 @dataclass
@@ -61,14 +65,14 @@ def import_parquet(
     writer = IndexedRecordWriter(result.rec, result.idx)
     try:
         for name in files:
-            parquet = pq.ParquetFile(name)
+            parquet = _open(pq, name)
             names = parquet.schema_arrow.names
             if "image" not in names or "label" not in names:
                 raise DatasetError(
                     f"{name}: no 'image' and 'label' columns (it has {', '.join(names)})"
                 )
             columns = ["image", "label"] + (["rec"] if "rec" in names else [])
-            for batch in ahead(parquet.iter_batches(batch_size=128, columns=columns)):
+            for batch in row_groups(pq, name, parquet.num_row_groups, columns):
                 images = _images(batch.column("image"), name, result.records)
                 labels = batch.column("label").to_pylist()
                 recs = batch.column("rec").to_pylist() if "rec" in names else None
@@ -80,7 +84,9 @@ def import_parquet(
                             f"{name}: row {result.records:,} is {len(image):,} bytes, more "
                             "than a record holds"
                         )
-                    writer.write_key(key, head, image, split=needs_split(head, image))
+                    # (the image, a view of the batch's column, is written
+                    # as it is: nothing changes the batch)
+                    writer.write_key(key, head, image, split=needs_split(head, image), copy=False)
                     result.records += 1
                     if on_progress is not None:
                         on_progress(result.records, 0, writer.tell())
@@ -93,22 +99,65 @@ def import_parquet(
     return result
 
 
-def ahead(batches: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """``batches``, read ``depth`` ahead on a thread: pyarrow reads and
-    decodes without the GIL, so the next row group comes from the disk while
-    this one's records are written."""
-    with ThreadPoolExecutor(1, thread_name_prefix="im2rec-parquet") as pool:
+def row_groups(pq: Any, name: str, count: int, columns: list[str]) -> Iterator[Any]:
+    """The record batches (128 rows at most) of the ``count`` row groups of
+    the Parquet file ``name``, in order. Row groups are read :data:`READERS`
+    at a time, each reader thread with its own file (pyarrow reads and
+    decodes without the GIL): the disk serves one while another is decoded
+    and the main thread writes a third. At most ``2 * READERS`` row groups
+    are held."""
+    with ThreadPoolExecutor(READERS, thread_name_prefix="im2rec-parquet") as pool:
+        local = threading.local()
+
+        def read(group: int) -> Any:
+            if not hasattr(local, "file"):
+                local.file = _open(pq, name)
+            try:
+                return local.file.read_row_group(group, columns=columns)
+            except FileNotFoundError:
+                raise
+            except _arrow_errors() as exc:
+                raise DatasetError(f"{name}: row group {group}: {_damaged(exc)}") from None
+
         pending: deque[Future[Any]] = deque()
-        done = object()
-        for _ in range(depth):
-            pending.append(pool.submit(next, batches, done))
+        groups = iter(range(count))
         try:
-            while (batch := pending.popleft().result()) is not done:
-                pending.append(pool.submit(next, batches, done))
-                yield batch
+            for group in itertools.islice(groups, 2 * READERS):
+                pending.append(pool.submit(read, group))
+            while pending:
+                table = pending.popleft().result()
+                for group in itertools.islice(groups, 1):
+                    pending.append(pool.submit(read, group))
+                yield from table.to_batches(max_chunksize=128)
         finally:
             for future in pending:
                 future.cancel()
+
+
+def _arrow_errors() -> tuple[type[Exception], ...]:
+    """What pyarrow raises on a file it cannot read (a damaged page header
+    is a plain OSError)."""
+    import pyarrow as pa
+
+    return (pa.ArrowException, OSError)
+
+
+def _damaged(exc: Exception) -> str:
+    return (
+        f"pyarrow cannot read it ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+        "the file is damaged or not Parquet: download or export it again"
+    )
+
+
+def _open(pq: Any, name: str) -> Any:
+    """``pq.ParquetFile(name)``; DatasetError naming the file when it is not
+    one pyarrow reads."""
+    try:
+        return pq.ParquetFile(name)
+    except FileNotFoundError:
+        raise
+    except _arrow_errors() as exc:
+        raise DatasetError(f"{name}: {_damaged(exc)}") from None
 
 
 def _images(column: Any, name: str, first: int) -> list[memoryview]:

@@ -136,7 +136,7 @@ def whole_frame(n: int) -> tuple[bytes, bytes]:
 
 
 def frame_parts(
-    *pieces: bytes | bytearray | memoryview, split: bool | None = None
+    *pieces: bytes | bytearray | memoryview, split: bool | None = None, copy: bool = True
 ) -> tuple[list[Any], int]:
     """The on-disk bytes of one record holding the concatenation of
     ``pieces``, as a list of buffers to write in order (for ``os.writev``),
@@ -147,11 +147,13 @@ def frame_parts(
     Mutable buffers are copied (the caller may reuse them), and a record
     that must be split (an aligned magic word inside) is joined. ``split``
     is :func:`needs_split`'s answer when the caller already has it.
+    ``copy=False``: the caller will not change the pieces while the list is
+    in use, so none is copied.
     """
     n = sum(p.nbytes if type(p) is memoryview else len(p) for p in pieces)  # bytes, not items
     if n >= MAX_RECORD_SIZE:
         raise _too_large(n)
-    kept = [p if type(p) is bytes or _frozen(p) else bytes(p) for p in pieces]
+    kept = [p if not copy or type(p) is bytes or _frozen(p) else bytes(p) for p in pieces]
     if split is None:
         split = needs_split(*kept)
     if split:

@@ -84,12 +84,16 @@ class RecordWriter:
         writing in place)."""
         return self._out.tmp
 
-    def write(self, data: Chunk, *more: Chunk | FileRange, split: bool | None = None) -> int:
+    def write(
+        self, data: Chunk, *more: Chunk | FileRange, split: bool | None = None, copy: bool = True
+    ) -> int:
         """Append one record holding ``data`` (followed by ``more``, e.g. an
         image record's header, then its image bytes: written as they are,
         never joined); return the byte offset where it starts. ``split``:
         :func:`~im2rec.recordio.framing.needs_split` of the pieces, when the
-        caller knows it (the record is then not scanned again)."""
+        caller knows it (the record is then not scanned again). ``copy=False``:
+        the caller leaves the pieces' bytes as they are until the writer is
+        flushed or closed, so mutable buffers are kept, not copied."""
         extend = self._extend
         if extend is None or self._generation != _forks[0]:
             raise self._unusable()
@@ -102,7 +106,8 @@ class RecordWriter:
             self._append(framed)
             size = len(framed)
         else:
-            parts, size = frame_parts(data, *cast("tuple[Chunk, ...]", more), split=split)
+            parts, size = frame_parts(data, *cast("tuple[Chunk, ...]", more), split=split,
+                                      copy=copy)  # fmt: skip
             extend(parts)
         self._pos = end = pos + size
         if end - self._flushed >= _BUFFER:
@@ -264,15 +269,18 @@ class IndexedRecordWriter(RecordWriter):
         return self._idx.path
 
     def write_key(
-        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None
-    ) -> int:
+        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None,
+        copy: bool = True,
+    ) -> int:  # fmt: skip
         """Append one record under ``key`` (its bytes: ``data`` then
-        ``more``, and ``split``, as for :meth:`write`); return its offset."""
-        return self.write_typed(self.key_type(key), data, *more, split=split)
+        ``more``, ``split`` and ``copy``, as for :meth:`write`); return its
+        offset."""
+        return self.write_typed(self.key_type(key), data, *more, split=split, copy=copy)
 
     def write_typed(
-        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None
-    ) -> int:
+        self, key: Any, data: Chunk, *more: Chunk | FileRange, split: bool | None = None,
+        copy: bool = True,
+    ) -> int:  # fmt: skip
         """:meth:`write_key` of a key already of ``key_type`` (the drop-in
         ``write_idx`` converts it once, as MXNet does). The per-record path
         of small records: one key lookup, one call to frame."""
@@ -282,7 +290,7 @@ class IndexedRecordWriter(RecordWriter):
                 f"{self.index_path}: key {key!r} was already written; keys must be unique"
             )
         try:
-            pos = self.write(data, *more, split=split) if more else self.write(data)
+            pos = self.write(data, *more, split=split, copy=copy) if more else self.write(data)
         except BaseException:
             if keys is not None:
                 keys.discard_new(key)  # not written: it may come again

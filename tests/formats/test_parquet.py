@@ -87,6 +87,19 @@ def test_round_trip_is_byte_identical(mixed: Path, tmp_path: Path, monkeypatch) 
     assert (tmp_path / "back.idx").read_bytes() == mixed.with_suffix(".idx").read_bytes()
 
 
+def test_without_proc_the_shards_are_written_through_a_python_file(
+    mixed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (where /proc/self/fd does not exist, as on macOS)
+    real = parquet.os.path.exists
+    monkeypatch.setattr(
+        parquet.os.path, "exists", lambda p: not str(p).startswith("/proc/") and real(p)
+    )
+    result = export_parquet(mixed, tmp_path / "hub")
+    import_parquet(result.shards, tmp_path / "back")
+    assert (tmp_path / "back.rec").read_bytes() == mixed.read_bytes()
+
+
 def test_a_folder_and_its_split_through_the_command(example: Path) -> None:
     assert rec_cli("export", "ex_val.rec", "--to", "parquet", "-o", "hub", "--split", "validation",
                    "-q", cwd=example).returncode == 0  # fmt: skip
@@ -140,6 +153,28 @@ def test_bad_sources_and_options_are_named(tmp_path: Path, mixed: Path) -> None:
     pq.write_table(table, tmp_path / "paths.parquet")
     with pytest.raises(DatasetError, match="by path only"):
         import_parquet([str(tmp_path / "paths.parquet")], tmp_path / "p")
+
+
+def test_a_damaged_parquet_file_is_one_line(tmp_path: Path, mixed: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # not Parquet at all: the command's one line, exit 1, no traceback
+    (tmp_path / "noise.parquet").write_bytes(bytes(range(256)) * 20)
+    done = rec_cli("import", "parquet", "noise.parquet", "-o", "n", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "noise.parquet: pyarrow cannot read it" in done.stderr and "magic bytes" in done.stderr
+    # a page in the middle overwritten: the file and its row group named,
+    # nothing written
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 2)
+    (shard,) = export_parquet(mixed, tmp_path / "hub").shards
+    meta = pq.ParquetFile(shard).metadata
+    assert meta.num_row_groups >= 3
+    column = meta.row_group(2).column(0)
+    data = bytearray(Path(shard).read_bytes())
+    at = column.data_page_offset
+    data[at : at + 64] = b"\xff" * 64
+    Path(shard).write_bytes(bytes(data))
+    with pytest.raises(DatasetError, match=r"train-00000-of-00001.parquet: row group 2: pyarrow"):
+        import_parquet([shard], tmp_path / "d")
+    assert not (tmp_path / "d.rec").exists() and not (tmp_path / "d.idx").exists()
 
 
 @pytest.mark.parametrize(

@@ -141,6 +141,14 @@ def test_frame_parts_keep_bytes_and_copy_mutable_buffers() -> None:
     parts, _ = frame_parts(scratch)
     scratch[:] = b"zzzz"  # the caller reuses its buffer
     assert b"".join(parts)[8:] == b"abcd"
+    # a caller that leaves its buffers alone says so: they are kept as they are
+    view = memoryview(bytearray(b"\xff\xd8" * 9000))
+    parts, size = frame_parts(header, view, copy=False)
+    assert (
+        parts[2] is view
+        and b"".join(parts) == frame(header + bytes(view))
+        and size == len(frame(header + bytes(view)))
+    )
 
 
 def test_zero_copy_view_of_whole_record() -> None:
