@@ -35,7 +35,7 @@ from .augment import Augmenter, process_rng
 from .augment.fused import Writer
 from .detfill import DetTransform
 from .loading import Batch, collate, new_batch
-from .targets import detection_collate, detection_target, image_size, torchvision_target
+from .targets import detection_collate, detection_target, image_size, tensor_target
 
 __all__ = ["RecordDataset"]
 
@@ -320,7 +320,7 @@ class RecordDataset:
                 f"{self.reader.name}: record {key!r}",
             )
             if not isinstance(self.transforms, DetTransform):  # (which takes numpy)
-                label = torchvision_target(label)
+                label = tensor_target(label)
         if self.target_transform is not None:
             label = self.target_transform(label)
         if isinstance(self.transforms, DetTransform) and into is not None:

@@ -4,10 +4,10 @@
 A target is ``{"boxes": (N, 4) float32 corners xmin, ymin, xmax, ymax in
 pixels of the decoded image, "labels": (N,) int64 classes, "extra": (N,
 B - 5) float32, the object's values after its box, "size": the image's
-(height, width)}``. Where torchvision is installed the arrays are tensors
-and ``boxes`` a ``tv_tensors.BoundingBoxes`` (``XYXY``, its canvas the
-image), so ``torchvision.transforms.v2`` moves them with the image; else
-numpy arrays, which the collate makes tensors. Empty boxes are dropped, as
+(height, width)}``. The arrays are tensors, and where torchvision is
+installed ``boxes`` is a ``tv_tensors.BoundingBoxes`` (``XYXY``, its canvas
+the image), so ``torchvision.transforms.v2`` moves them with the image
+(numpy arrays where torch is not installed). Empty boxes are dropped, as
 MXNet's detection iterator drops them and as torchvision's models refuse
 them. The layout is :mod:`im2rec.recordio.detection`'s.
 """
@@ -30,7 +30,7 @@ __all__ = [
     "detection_target",
     "image_size",
     "objects_target",
-    "torchvision_target",
+    "tensor_target",
     "tv_tensors",
 ]
 
@@ -54,7 +54,7 @@ def detection_target(
 def objects_target(objects: np.ndarray, width: float, height: float) -> dict[str, Any]:
     """The target of ``objects`` (rows ``cls, xmin, ymin, xmax, ymax,
     extra...``, corners normalised) on an image of ``width`` x ``height``
-    (numpy arrays: see :func:`torchvision_target`)."""
+    (numpy arrays: see :func:`tensor_target`)."""
     scale = np.asarray([width, height, width, height], np.float32)
     return {
         "boxes": np.ascontiguousarray(objects[:, 1:5] * scale, np.float32),
@@ -83,15 +83,17 @@ def tv_tensors() -> Any:
     return module
 
 
-def torchvision_target(target: dict[str, Any]) -> dict[str, Any]:
-    """``target`` as torchvision takes it, where torchvision is installed:
-    its arrays tensors and ``boxes`` a ``BoundingBoxes`` on the canvas
-    ``target["size"]``; elsewhere ``target`` itself."""
-    tv = tv_tensors()
-    if tv is None:
+def tensor_target(target: dict[str, Any]) -> dict[str, Any]:
+    """``target`` as torch takes it: its arrays tensors, and ``boxes`` a
+    ``BoundingBoxes`` on the canvas ``target["size"]`` where torchvision is
+    installed; ``target`` itself (numpy arrays) where torch is not."""
+    try:
+        import torch  # noqa: F401 - (imported by the collate anyway)
+    except ImportError:
         return target
     out = {key: _tensor(value) for key, value in target.items()}
-    return _with_bounding_boxes(out, tv)
+    tv = tv_tensors()
+    return out if tv is None else _with_bounding_boxes(out, tv)
 
 
 def _with_bounding_boxes(target: dict[str, Any], tv: Any) -> dict[str, Any]:
