@@ -174,7 +174,7 @@ def test_the_resuming_page_runs_as_printed(tmp_path: Path, monkeypatch: pytest.M
     checkpointed in one process and resumed in another, ImageRecordIter's
     state, an elastic merge, a mixture in proportions."""
     pytest.importorskip("torchdata.stateful_dataloader")
-    # (torchdata 0.11 calls a torch function torch 2.13 deprecates, and says so)
+    # (torchdata 0.11 calls a torch function torch (2.13 and later) deprecates, and says so)
     monkeypatch.setenv("PYTHONWARNINGS", "ignore:'set_vital' is deprecated:UserWarning")
     shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
     out = _run_blocks((ROOT / "docs/resuming.md").read_text(), tmp_path)

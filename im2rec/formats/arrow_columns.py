@@ -49,8 +49,8 @@ def float_lists(pa: Any, values: list[list[float]]) -> Any:
 
 class BinaryColumn:
     """Binary arrays built in two buffers used in turn, so that copying the
-    images in touches memory already faulted in (a fresh block from the
-    allocator for each row group took twice the time). The caller must be
+    images in touches memory already faulted in, at half the cost of a
+    fresh block from the allocator for each row group. The caller must be
     done with an array (the row group written) before it builds the one
     after next, which reuses its buffer."""
 

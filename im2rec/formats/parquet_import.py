@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,8 @@ def row_groups(pq: Any, name: str, count: int, columns: list[str]) -> Iterator[A
         def read(group: int) -> Any:
             if not hasattr(local, "file"):
                 local.file = _open(pq, name)
-            try:
+            with _pyarrow_reading(f"{name}: row group {group}"):
                 return local.file.read_row_group(group, columns=columns)
-            except FileNotFoundError:
-                raise
-            except _arrow_errors() as exc:
-                raise DatasetError(f"{name}: row group {group}: {_damaged(exc)}") from None
 
         pending: deque[Future[Any]] = deque()
         groups = iter(range(count))
@@ -134,30 +131,30 @@ def row_groups(pq: Any, name: str, count: int, columns: list[str]) -> Iterator[A
                 future.cancel()
 
 
-def _arrow_errors() -> tuple[type[Exception], ...]:
-    """What pyarrow raises on a file it cannot read (a damaged page header
-    is a plain OSError)."""
+@contextmanager
+def _pyarrow_reading(where: str) -> Iterator[None]:
+    """What pyarrow raises on a file it cannot read (ArrowException, or a
+    plain OSError for a damaged page header) as one DatasetError naming
+    ``where``; a missing file passes through."""
     import pyarrow as pa
 
-    return (pa.ArrowException, OSError)
-
-
-def _damaged(exc: Exception) -> str:
-    return (
-        f"pyarrow cannot read it ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-        "the file is damaged or not Parquet: download or export it again"
-    )
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatasetError(
+            f"{where}: pyarrow cannot read it ({why}); the file is damaged or not Parquet: "
+            "download or export it again"
+        ) from None
 
 
 def _open(pq: Any, name: str) -> Any:
     """``pq.ParquetFile(name)``; DatasetError naming the file when it is not
     one pyarrow reads."""
-    try:
+    with _pyarrow_reading(name):
         return pq.ParquetFile(name)
-    except FileNotFoundError:
-        raise
-    except _arrow_errors() as exc:
-        raise DatasetError(f"{name}: {_damaged(exc)}") from None
 
 
 def _images(column: Any, name: str, first: int) -> list[memoryview]:
