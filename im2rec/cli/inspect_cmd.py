@@ -240,6 +240,10 @@ def _detection_rows(found: dict[str, Any], names: dict[int, str] | None) -> list
     shown = ", ".join(f"{named(k)}: {v:,}" for k, v in classes[:_SHOWN_LABELS])
     more = f" (and {len(classes) - _SHOWN_LABELS:,} more classes)" if len(classes) > 10 else ""
     rows.append(("boxes/class", shown + more if classes else "none"))
+    broken = found.get("not_detection", 0)
+    if broken:
+        rows.append(("broken", f"{broken:,} record{'s' if broken > 1 else ''} whose label is not "
+                     "a detection label MXNet reads: rec verify --boxes names them"))  # fmt: skip
     if found["box_width"] is not None:
         (w0, w1, w2), (h0, h1, h2) = found["box_width"], found["box_height"]
         rows.append(("box size", f"{w0:g} to {w2:g} of the image's width (median {w1:g}), "

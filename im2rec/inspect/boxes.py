@@ -77,8 +77,11 @@ class BoxStats:
 
     @property
     def is_detection(self) -> bool:
-        """Whether every labelled record held a detection label."""
-        return self.images > 0 and self.not_detection == 0
+        """Whether the records hold detection labels: most do (those that do
+        not are counted, ``not_detection``, and named by ``rec verify
+        --boxes``: a damaged label in a detection rec is not a reason to
+        describe it as something else)."""
+        return self.images > 0 and self.images >= self.not_detection
 
     def to_dict(self) -> dict[str, Any]:
         sizes = np.concatenate(self._sizes) if self._sizes else np.empty((0, 2), np.float32)
@@ -92,6 +95,8 @@ class BoxStats:
         counts = sorted(self.per_image)  # (the fewest and most among those counted)
         return {
             "images": self.images,
+            # records whose label is not one (damaged, or packed without --pack-label)
+            "not_detection": self.not_detection,
             "objects": self.objects,
             "objects_per_image": {
                 "min": counts[0] if counts else None,

@@ -9,6 +9,14 @@ width (at least 5; 6 with a ``difficult`` flag), coordinates normalised to
 least 7 values and a whole number of objects after the header, and drops an
 object whose box is empty (``xmax <= xmin`` or ``ymax <= ymin``).
 
+Every value must also be a finite number, each object's class a class
+number (a whole number from 0 to ``MAX_CLASS - 1``; -1 only on an empty
+box, the padding row MXNet's and GluonCV's tools write) and each corner
+within :data:`CORNER_RANGE` (normalised corners are in [0, 1]; a corner
+far outside is pixels, or damage): MXNet reads such labels without a word,
+and a NaN class becomes an arbitrary integer, a huge corner an infinite
+pixel box. :func:`problem` refuses them, so every reader does.
+
 This module is the one home of that layout: :func:`make_label` writes it,
 :func:`read_label` splits it and :func:`problem` says why a vector is not
 one; the listing, the inspectors and the loaders all go through them.
@@ -23,6 +31,9 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "CORNER_RANGE",
+    "MAX_CLASS",
+    "MAX_LENGTH",
     "MIN_HEADER",
     "MIN_LENGTH",
     "MIN_OBJECT",
@@ -40,6 +51,16 @@ MIN_LENGTH = MIN_HEADER + MIN_OBJECT  # MXNet's CHECK_GE(label_width, 7)
 #: the widest header or object this reads (MXNet sets none; a width past
 #: this is damage, and bounds the arrays made from it)
 MAX_WIDTH = 4096
+#: the most values a detection label may hold (1 MiB; the listing's
+#: 10,000 objects of 6 values are 60,002): a loader pads every label row
+#: of a batch to the longest, so one record must not decide gigabytes
+MAX_LENGTH = 1 << 18
+#: one past the largest class number (float32 holds every whole number below it)
+MAX_CLASS = 1 << 24
+#: where a corner may lie: normalised corners are in [0, 1], and a little
+#: outside from rounding or a careless tool is reported by ``rec verify
+#: --boxes``; one outside this range is not a corner of the image
+CORNER_RANGE = (-1.0, 2.0)
 
 
 class DetLabel(NamedTuple):
@@ -73,6 +94,8 @@ def problem(values: Sequence[float] | np.ndarray) -> str | None:
     n = len(values)
     if n < MIN_LENGTH:
         return f"{n} label values; a detection label has at least {MIN_LENGTH} (A, B, one object)"
+    if n > MAX_LENGTH:
+        return f"{n:,} label values; a detection label has at most {MAX_LENGTH:,}"
     a, b = _width(float(values[0])), _width(float(values[1]))
     if a is None or a < MIN_HEADER:
         return f"header width A = {float(values[0]):g}; it must be at least {MIN_HEADER}"
@@ -83,6 +106,35 @@ def problem(values: Sequence[float] | np.ndarray) -> str | None:
     if (n - a) % b:
         return (
             f"{n - a} values after the {a}-value header are not a whole number of {b}-value objects"
+        )
+    return _number_problem(np.asarray(values, np.float64), a, b)
+
+
+def _number_problem(array: np.ndarray, a: int, b: int) -> str | None:
+    """Why the numbers of a well-laid-out label cannot be used (module doc)."""
+    finite = np.isfinite(array)
+    if not finite.all():
+        k = int(np.argmin(finite))
+        return f"label value {k} is {array[k]:g}; every value must be a finite number"
+    objects = array[a:].reshape(-1, b)
+    cls = objects[:, 0]
+    whole = (cls == np.floor(cls)) & (cls >= 0) & (cls < MAX_CLASS)
+    whole |= (cls == -1) & ~kept(objects)
+    if not whole.all():
+        k = int(np.argmin(whole))
+        return (
+            f"object {k}'s class {cls[k]:g} is not a class number (a whole number from 0 to "
+            f"{MAX_CLASS - 1:,})"
+        )
+    low, high = CORNER_RANGE
+    corners = objects[:, 1:5]
+    near = ((corners >= low) & (corners <= high)).all(axis=1)
+    if not near.all():
+        k = int(np.argmin(near))
+        shown = ", ".join(f"{v:g}" for v in corners[k].tolist())
+        return (
+            f"object {k}'s corners ({shown}) are not normalised to the image (they belong in "
+            "[0, 1]; pixels?)"
         )
     return None
 

@@ -22,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..recordio import RecordReader
+from ..errors import ConfigError, RecordFormatError
+from ..recordio import RecordReader, unpack
+from ..recordio.detection import MAX_LENGTH
+from ..recordio.framing import LENGTH_MASK
+from ..recordio.header import HEADER_SIZE
 from ..storage.blockcache import BlockCache
 from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
 from .batching import SlotLayout
@@ -43,6 +46,7 @@ _CHANNELS = {f"{kind}_{c}": (kind, i) for kind in ("mean", "std") for i, c in en
 _IGNORED = frozenset({"ctx", "device_id", "dev_id", "aug_seq", "dtype"})
 #: records whose header flags are read with one block read (larger: one read each)
 _BLOCK = 8 << 20
+_FLAG_END = 12  # a record's magic, length word and header flag
 
 
 class ImageDetRecordIter(EpochIterator):
@@ -181,7 +185,11 @@ def label_widths(
 ) -> int:
     """The most label values any record at ``offsets`` holds (each header's
     ``flag``), read a block of headers at a time: the whole file once for
-    small records, as MXNet does; one read a record for large ones."""
+    small records, as MXNet does; one read a record for large ones. A flag
+    counts only where its labels fit in the record's frame and in
+    :data:`~im2rec.recordio.detection.MAX_LENGTH` (a damaged header must
+    not widen every batch's label rows: that record is refused when read);
+    a split record's is read from the record itself."""
     if len(offsets) == 0:
         return 0
     reader = RecordReader(path, storage_options=storage_options)
@@ -198,15 +206,24 @@ def label_widths(
             else:
                 end = int(np.searchsorted(order, first + _BLOCK, side="right"))
             last = int(order[end - 1])
-            stop = min(size, last + 12)
+            stop = min(size, last + _FLAG_END)
             block = np.frombuffer(view.read(first, stop - first), np.uint8)
-            at = order[n:end] - first + 8
-            at = at[at + 4 <= len(block)]
-            flags = np.zeros(len(at), np.uint32)
-            for byte in range(4):
-                flags |= block[at + byte].astype(np.uint32) << np.uint32(8 * byte)
-            if len(flags):
-                widest = max(widest, int(flags.max()))
+            at = order[n:end] - first
+            at = at[at + _FLAG_END <= len(block)]
+            words = block[at[:, None] + np.arange(_FLAG_END)].view("<u4")  # magic, lrec, flag
+            lrec, flags = words[:, 1].astype(np.int64), words[:, 2].astype(np.int64)
+            whole = lrec >> 29 == 0
+            fits = whole & (HEADER_SIZE + 4 * flags <= (lrec & LENGTH_MASK))
+            fits &= flags <= MAX_LENGTH
+            if fits.any():
+                widest = max(widest, int(flags[fits].max()))
+            for offset in at[~whole].tolist():  # a split record: its own header
+                try:
+                    header, _ = unpack(reader.read_at(first + offset))
+                except RecordFormatError:  # (damage: refused, or skipped, when it is read)
+                    continue
+                if header.flag <= MAX_LENGTH:
+                    widest = max(widest, header.flag)
             n = end
         return widest
     finally:

@@ -8,11 +8,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from im2rec.recordio.detection import kept, make_label, outside, problem, read_label
+from im2rec.recordio.detection import (
+    MAX_CLASS,
+    MAX_LENGTH,
+    kept,
+    make_label,
+    outside,
+    problem,
+    read_label,
+)
 
 unit = st.floats(0, 1, width=32)
+classes = st.integers(0, MAX_CLASS - 1).map(float)
 objects = st.integers(1, 8).flatmap(
-    lambda width: st.lists(st.lists(unit, min_size=width + 5, max_size=width + 5), max_size=20)
+    lambda width: st.lists(
+        st.tuples(classes, st.lists(unit, min_size=width + 4, max_size=width + 4)).map(
+            lambda row: [row[0], *row[1]]
+        ),
+        max_size=20,
+    )
 )
 
 
@@ -42,6 +56,16 @@ def test_a_label_made_reads_back_as_its_objects(
         ([9, 5, 0, 0.1, 0.1, 0.2, 0.2], "only 7 values"),
         ([float("nan"), 5, 0, 0.1, 0.1, 0.2, 0.2], "header width A = nan"),
         ([2, 1e9, 0, 0.1, 0.1, 0.2, 0.2], "object width B = 1e+09"),
+        ([2, 5, float("nan"), 0.1, 0.1, 0.2, 0.2], "label value 2 is nan"),
+        ([4, 5, float("inf"), 9, 0, 0.1, 0.1, 0.2, 0.2], "label value 2 is inf"),
+        ([2, 5, 1, 0.1, 0.1, 0.2, float("-inf")], "label value 6 is -inf"),
+        ([2, 5, 0.5, 0.1, 0.1, 0.2, 0.2], "class 0.5 is not a class number"),
+        ([2, 5, -3, 0.1, 0.1, 0.2, 0.2], "class -3 is not a class number"),
+        ([2, 5, 2.0**24, 0.1, 0.1, 0.2, 0.2], "class 1.67772e+07 is not"),
+        ([2, 5, -1, 0.1, 0.1, 0.2, 0.2], "class -1 is not"),  # (padding only on an empty box)
+        ([2, 5, 0, 0.1, 0.1, 0.2, 0.2, 1, 0.1, 0.1, 1e30, 0.2], "object 1's corners"),
+        ([2, 5, 0, -5, 0.1, 0.2, 0.2], "not normalised"),
+        ([2, 5, *[0.0] * (MAX_LENGTH - 1)], f"{MAX_LENGTH + 1:,} label values; a detection"),
     ],
 )
 def test_what_mxnet_refuses_is_named(values: list[float], words: str) -> None:
@@ -49,6 +73,14 @@ def test_what_mxnet_refuses_is_named(values: list[float], words: str) -> None:
     assert why is not None and words in why
     with pytest.raises(ValueError, match="."):
         read_label(values)
+
+
+def test_padding_rows_may_say_class_minus_one() -> None:
+    """(MXNet's label_pad_value and GluonCV's dummy label: an empty box of
+    class -1, which every reader drops.)"""
+    label = [2, 5, 0, 0.1, 0.1, 0.2, 0.2, -1, -1, -1, -1, -1]
+    assert problem(label) is None
+    assert kept(read_label(label).objects).tolist() == [True, False]
 
 
 def test_widths_are_read_as_mxnet_casts_them() -> None:

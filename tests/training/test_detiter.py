@@ -11,7 +11,7 @@ import pytest
 
 from im2rec.errors import ConfigError, RecordFormatError
 from im2rec.recordio import IndexedRecordWriter, pack
-from im2rec.recordio.detection import make_label
+from im2rec.recordio.detection import MAX_LENGTH, make_label
 from im2rec.training.detiter import ImageDetRecordIter, label_widths, objects_view
 from im2rec.training.vocabulary import UnknownOptionWarning
 
@@ -106,6 +106,44 @@ def test_a_record_without_boxes_is_named(tmp_path: Path) -> None:
     with ImageDetRecordIter(verbose=False, on_corrupt="skip", round_batch=False, **kw) as it:
         batch = next(iter(it))
     assert batch.pad == 1 and len(it.skipped) == 1
+
+
+def test_a_header_flag_the_record_cannot_hold_does_not_widen_the_rows(
+    rec: Path, tmp_path: Path
+) -> None:
+    """One damaged header saying 100,000,000 labels made every batch's label
+    rows 400 MB: a flag counts only where its labels fit in the record."""
+    data = bytearray(rec.read_bytes())
+    offsets = [int(line.split()[1]) for line in rec.with_suffix(".idx").read_text().splitlines()]
+    data[offsets[3] + 8 : offsets[3] + 12] = (100_000_000).to_bytes(4, "little")
+    bad = tmp_path / "bad.rec"
+    bad.write_bytes(bytes(data))
+    (tmp_path / "bad.idx").write_bytes(rec.with_suffix(".idx").read_bytes())
+    assert label_widths(str(bad), np.asarray(offsets)) == 4 + 6 * 4
+    kw = {"path_imgrec": bad, "data_shape": (3, 16, 16), "batch_size": 5,
+          "preprocess_threads": 1}  # fmt: skip
+    with pytest.raises(RecordFormatError, match=r"bad.rec: the record at byte \d+"):
+        epoch(**kw)
+    with ImageDetRecordIter(verbose=False, on_corrupt="skip", **kw) as it:
+        rows = [b.label[0].shape for b in it]
+    assert rows == [(5, 4 + 6 * 4 + 4)] * 2 and len(it.skipped) == 1
+
+
+def test_a_label_the_record_holds_but_no_row_should_is_refused(tmp_path: Path) -> None:
+    """A record that really holds more label values than a detection label
+    may (MAX_LENGTH) is that record's error, not every batch's width."""
+    with IndexedRecordWriter(tmp_path / "w.rec") as w:
+        for i in range(3):
+            buf = io.BytesIO()
+            photo(20, 20, i).save(buf, "JPEG")
+            label = make_label([[0, 0.1, 0.1, 0.5, 0.5]] * (1 if i != 1 else MAX_LENGTH // 5 + 1))
+            w.write_key(i, pack((len(label), label, i, 0), buf.getvalue()))
+    kw = {"path_imgrec": tmp_path / "w.rec", "data_shape": (3, 16, 16), "batch_size": 3,
+          "preprocess_threads": 1}  # fmt: skip
+    with ImageDetRecordIter(verbose=False, on_corrupt="skip", round_batch=False, **kw) as it:
+        batch = next(iter(it))
+        assert it.label_pad_width == 7
+    assert batch.pad == 1 and "at most" in it.skipped[0][1]
 
 
 def test_options_mxnet_would_take_differently(rec: Path) -> None:
