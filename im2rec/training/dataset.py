@@ -35,7 +35,14 @@ from .augment import Augmenter, process_rng
 from .augment.fused import Writer
 from .detfill import DetTransform
 from .loading import Batch, collate, new_batch
-from .targets import detection_collate, detection_target, image_size, tensor_target
+from .targets import (
+    detection_collate,
+    detection_target,
+    image_size,
+    is_v2,
+    tensor_target,
+    v2_image,
+)
 
 __all__ = ["RecordDataset"]
 
@@ -56,13 +63,20 @@ class RecordDataset:
     gives every single label as MXNet's float. ``labels="boxes"`` reads a
     detection rec: the label is a target dict as torchvision's detection
     models take it (:mod:`~im2rec.training.targets`: boxes in pixels of the
-    decoded image, ``tv_tensors.BoundingBoxes`` where torchvision is
-    installed, int64 labels), batched by :attr:`collate_boxes`.
+    image the sample holds, for ``"bytes"`` the stored image's, whatever
+    size the label's header names; ``tv_tensors.BoundingBoxes`` where
+    torchvision is installed, int64 labels), batched by :attr:`collate_boxes`.
     ``transform`` and ``target_transform`` are applied to the image and
     label, ``transforms`` to both at once (``(image, target) -> (image,
     target)``, as torchvision's datasets take it; with ``labels="boxes"``
     the only way to transform the image, so the boxes move with it); pass
-    picklable callables for ``spawn`` workers. Without an ``.idx`` the file
+    picklable callables for ``spawn`` workers. A
+    ``torchvision.transforms.v2`` transform is handed an ``output="numpy"``
+    image as a ``tv_tensors.Image`` (CxHxW, sharing its memory), since v2
+    passes numpy arrays through untouched (and would take a detection
+    target's labels for the image); it cannot take ``output="bytes"``
+    (refused: use :class:`~im2rec.training.detfill.DetTransform` or your own
+    decoding there). Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1; a warning says so), with
     ``missing_index="scan"``, the default; ``"error"`` refuses.
     ``min_size=(w, h)`` decodes JPEGs at the smallest DCT scale (1/2, 1/4,
@@ -124,6 +138,15 @@ class RecordDataset:
             )
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
+        #: whether the transform is torchvision's v2, which takes numpy images as tv_tensors
+        self.v2 = is_v2(transforms if transforms is not None else transform)
+        if self.v2 and output == "bytes":
+            raise ConfigError(
+                "output='bytes' with a torchvision.transforms.v2 transform: v2 cannot move "
+                "undecoded bytes, and would move the boxes (or take a label for the image) "
+                "while the image stays as it was; use output='pil' or 'numpy', or decode the "
+                "bytes in a transform of your own first (DetTransform and Augmenter take bytes)"
+            )
         if min_size is not None and not (
             isinstance(min_size, tuple | list)
             and len(min_size) == 2
@@ -300,6 +323,16 @@ class RecordDataset:
             image: Any = payload
         else:
             image = self._decode(payload, key)
+        if self.labels == "boxes":
+            values = header.label if header.flag else None
+            label = detection_target(
+                values, lambda: self._canvas(image, payload, key),
+                f"{self.reader.name}: record {key!r}",
+            )  # fmt: skip
+            if not isinstance(self.transforms, DetTransform):  # (which takes numpy)
+                label = tensor_target(label)
+        if self.v2 and self.output == "numpy":  # (v2 passes a numpy array through untouched)
+            image = v2_image(image)
         if self.transform is not None:
             try:
                 if into is not None:
@@ -312,15 +345,6 @@ class RecordDataset:
                     image = self.transform(image)
             except ImageCodecError as exc:  # e.g. Augmenter on output="bytes"
                 raise self._codec_error(key, exc) from exc
-        if self.labels == "boxes":
-            values = header.label if header.flag else None
-            label = detection_target(
-                values,
-                lambda: image_size(self.output, image, header, payload),
-                f"{self.reader.name}: record {key!r}",
-            )
-            if not isinstance(self.transforms, DetTransform):  # (which takes numpy)
-                label = tensor_target(label)
         if self.target_transform is not None:
             label = self.target_transform(label)
         if isinstance(self.transforms, DetTransform) and into is not None:
@@ -328,6 +352,14 @@ class RecordDataset:
         elif self.transforms is not None:
             image, label = self.transforms(image, label)
         return image, label
+
+    def _canvas(self, image: Any, payload: bytes, key: Any) -> tuple[float, float]:
+        """The (width, height) of the sample's pixels (:func:`image_size`)."""
+        try:
+            return image_size(self.output, image, payload)
+        except DECODE_ERRORS as exc:  # (bytes: a header that does not read)
+            why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc
+            raise self._codec_error(key, why) from exc
 
     def _class_index(self, label: float, key: Any) -> int:
         if not (label.is_integer() and 0 <= label < 2**53):

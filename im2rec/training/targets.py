@@ -2,7 +2,9 @@
 ``RecordDataset(labels="boxes")``'s targets and their collate.
 
 A target is ``{"boxes": (N, 4) float32 corners xmin, ymin, xmax, ymax in
-pixels of the decoded image, "labels": (N,) int64 classes, "extra": (N,
+pixels of the image the sample holds (the decoded one; for undecoded bytes,
+the stored image as it would decode, upright; never the size a label's
+header names), "labels": (N,) int64 classes, "extra": (N,
 B - 5) float32, the object's values after its box, "size": the image's
 (height, width)}``. The arrays are tensors, and where torchvision is
 installed ``boxes`` is a ``tv_tensors.BoundingBoxes`` (``XYXY``, its canvas
@@ -15,6 +17,7 @@ them. The layout is :mod:`im2rec.recordio.detection`'s.
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,9 +32,11 @@ __all__ = [
     "detection_collate",
     "detection_target",
     "image_size",
+    "is_v2",
     "objects_target",
     "tensor_target",
     "tv_tensors",
+    "v2_image",
 ]
 
 
@@ -83,6 +88,27 @@ def tv_tensors() -> Any:
     return module
 
 
+def is_v2(transform: Any) -> bool:
+    """Whether ``transform`` is a ``torchvision.transforms.v2`` transform
+    (looked up only where the caller has imported v2 already)."""
+    v2 = sys.modules.get("torchvision.transforms.v2")
+    return v2 is not None and isinstance(transform, v2.Transform)
+
+
+def v2_image(array: np.ndarray) -> Any:
+    """An ``HxWxC`` image array as v2 takes images: a ``tv_tensors.Image``
+    (``CxHxW``, sharing the array's memory where it is writable). v2 passes
+    a numpy array through untouched and takes the first plain tensor of a
+    sample for the image, which for a detection sample is its labels."""
+    import torch
+
+    tv = tv_tensors()
+    if not array.flags.writeable:
+        array = array.copy()
+    tensor = torch.from_numpy(array).permute(2, 0, 1)
+    return tensor if tv is None else tv.Image(tensor)
+
+
 def tensor_target(target: dict[str, Any]) -> dict[str, Any]:
     """``target`` as torch takes it: its arrays tensors, and ``boxes`` a
     ``BoundingBoxes`` on the canvas ``target["size"]`` where torchvision is
@@ -105,16 +131,16 @@ def _with_bounding_boxes(target: dict[str, Any], tv: Any) -> dict[str, Any]:
     return target
 
 
-def image_size(output: str, image: Any, header: Any, payload: bytes) -> tuple[float, float]:
-    """The decoded image's (width, height): of the image itself, or for
-    ``output="bytes"`` from the label's header (``A >= 4``: GluonCV's and
-    ``rec list --boxes``'s width and height) or the image's own header."""
+def image_size(output: str, image: Any, payload: bytes) -> tuple[float, float]:
+    """The (width, height) of the pixels the sample's boxes are on: the
+    decoded image's, or for ``output="bytes"`` the stored image's as
+    ``RecordDataset`` would decode it (upright), read from its header. Never
+    the width and height a label's header holds: those are the annotation's,
+    and an image packed with ``--resize`` has other ones."""
     if output == "pil":
         return float(image.width), float(image.height)
     if output == "numpy":
         return float(image.shape[1]), float(image.shape[0])
-    if header.flag >= 4 and int(header.label[0]) >= 4:
-        return float(header.label[2]), float(header.label[3])
     from ..imaging.codec import ROTATED, exif_orientation, open_image
 
     with open_image(payload) as im:  # (the header only: no pixels)

@@ -184,3 +184,116 @@ def test_a_dataloader_batch_keeps_each_images_objects(voc_rec: Path, tv: Any) ->
             assert target["boxes"].canvas_size == size
         else:
             assert type(target["boxes"]) is torch.Tensor
+
+
+# -- the pixels' own canvas, on every output --------------------------------
+
+
+@pytest.fixture(scope="module")
+def resized_rec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The VOC set packed with --resize 30: the labels' headers still name
+    the annotation's sizes (64x48, ...), the stored images are smaller."""
+    tmp = tmp_path_factory.mktemp("resized")
+    root = voc_set(tmp / "voc")
+    make_lists(root, tmp / "voc", ListOptions(shuffle=False), boxes=BoxOptions("voc"))
+    pack_list(tmp / "voc.lst", PackOptions(pack_label=True, resize=30), root=root)
+    return tmp / "voc.rec"
+
+
+def stored_sizes(rec: Path) -> list[tuple[int, int]]:
+    """(height, width) of each stored image, decoded."""
+    ds = RecordDataset(rec, output="numpy", labels="float")
+    return [ds[k][0].shape[:2] for k in range(len(ds))]
+
+
+@pytest.mark.parametrize("output", ["pil", "numpy", "bytes"])
+def test_boxes_are_in_the_stored_images_pixels_not_the_labels_size(
+    resized_rec: Path, output: str, tv: Any
+) -> None:
+    """A rec packed with --pack-label --resize: the label's header keeps the
+    annotation's width and height; the boxes and size are the image's."""
+    ds = RecordDataset(resized_rec, output=output, labels="boxes")
+    original = [(48, 64), (50, 50), (60, 40)]
+    for k, (height, width) in enumerate(stored_sizes(resized_rec)):
+        assert (height, width) != original[k] or k == 1
+        _, target = ds[k]
+        assert target["size"] == (height, width)
+        boxes, _ = expected(k)
+        scale = np.asarray([width / original[k][1], height / original[k][0]] * 2, np.float32)
+        np.testing.assert_allclose(np.asarray(target["boxes"]), boxes * scale, atol=1e-3)
+        if tv is not None:
+            assert target["boxes"].canvas_size == (height, width)
+
+
+def test_a_labels_own_width_and_height_are_never_used(tmp_path: Path) -> None:
+    """A label whose header says width -8 (or nothing sane) still gives the
+    boxes on the image's own pixels."""
+    from ..boxsets import det_rec
+
+    rec = det_rec(tmp_path / "odd.rec", [(40, 30)], [[[1, 0.25, 0.5, 0.75, 1.0, 0]]], (-8, 0))
+    for output in ("pil", "numpy", "bytes"):
+        _, target = RecordDataset(rec, output=output, labels="boxes")[0]
+        assert np.asarray(target["boxes"]).tolist() == [[10, 15, 30, 30]]
+        assert target["size"] == (30, 40)
+
+
+def v2_flip() -> Any:
+    from torchvision.transforms import v2
+
+    return v2.RandomHorizontalFlip(p=1.0)
+
+
+@pytest.mark.parametrize("output", ["pil", "numpy"])
+def test_a_v2_flip_moves_image_and_boxes_together_on_every_output(
+    resized_rec: Path, output: str
+) -> None:
+    """v2 passes a numpy array through and takes the first plain tensor for
+    the image: a detection target's labels. The numpy image reaches v2 as a
+    tv_tensors.Image, so the image flips with its boxes and the labels stay."""
+    tv = pytest.importorskip("torchvision.tv_tensors")
+    plain = RecordDataset(resized_rec, output="numpy", labels="boxes")
+    flipped = RecordDataset(resized_rec, output=output, labels="boxes", transforms=v2_flip())
+    for k in range(len(plain)):
+        image, target = plain[k]
+        drawn, after = flipped[k]
+        pixels = np.asarray(drawn) if output == "pil" else drawn.numpy().transpose(1, 2, 0)
+        if output == "numpy":
+            assert isinstance(drawn, tv.Image)
+        assert np.array_equal(pixels, image[:, ::-1])  # the image flipped
+        width = image.shape[1]
+        want = np.asarray(target["boxes"]).copy()
+        want[:, [0, 2]] = width - want[:, [2, 0]]
+        np.testing.assert_allclose(np.asarray(after["boxes"]), want, atol=1e-4)
+        assert after["labels"].tolist() == np.asarray(target["labels"]).tolist()
+
+
+def test_bytes_with_a_v2_transform_is_refused_and_det_transform_flips(resized_rec: Path) -> None:
+    pytest.importorskip("torchvision.tv_tensors")
+    with pytest.raises(ConfigError, match="v2 cannot move undecoded bytes"):
+        RecordDataset(resized_rec, output="bytes", labels="boxes", transforms=v2_flip())
+    with pytest.raises(ConfigError, match="v2 cannot move undecoded bytes"):
+        RecordDataset(resized_rec, output="bytes", transform=v2_flip())
+    from im2rec.training import DetAugmenter
+    from im2rec.training.detfill import DetTransform
+
+    plain = RecordDataset(resized_rec, output="numpy", labels="boxes")
+    aug = DetTransform(DetAugmenter((3, 40, 40), rand_mirror_prob=1.0, resize_mode="shrink"))
+    drawn = RecordDataset(resized_rec, output="bytes", labels="boxes", transforms=aug)
+    for k in range(len(plain)):
+        image, target = plain[k]
+        _, after = drawn[k]
+        height, width = after["size"]
+        scale = np.asarray([width / image.shape[1], height / image.shape[0]] * 2, np.float32)
+        want = np.asarray(target["boxes"]) * scale
+        want[:, [0, 2]] = width - want[:, [2, 0]]
+        np.testing.assert_allclose(np.asarray(after["boxes"]), want, atol=1e-2)
+
+
+def test_a_v2_classification_transform_gets_the_numpy_image(resized_rec: Path) -> None:
+    """(v2 on a numpy array did nothing: the image came back as it was.)"""
+    pytest.importorskip("torchvision.tv_tensors")
+    plain = RecordDataset(resized_rec, output="numpy", labels="float")
+    flipped = RecordDataset(resized_rec, output="numpy", labels="float", transform=v2_flip())
+    image, _ = plain[0]
+    drawn, _ = flipped[0]
+    assert np.array_equal(drawn.numpy().transpose(1, 2, 0), image[:, ::-1])
