@@ -107,6 +107,10 @@ $(MX_VENV)/.installed:
 	$(MX_VENV)/bin/python -m pip install --quiet 'mxnet==1.9.1' 'numpy<1.24' 'opencv-python-headless==4.11.0.86'
 	@# for bench_loader.py: the usual mx.recordio + PIL dataset under a torch DataLoader
 	$(MX_VENV)/bin/python -m pip install --quiet pillow 'torch==2.13.0' || echo "no torch in $(MX_VENV): bench_loader.py cannot run"
+	@# GluonCV's own VOC and COCO readers, which `rec list --boxes --convention gluoncv` is
+	@# checked against (its wheel asks for opencv-python, which the headless build stands for)
+	$(MX_VENV)/bin/python -m pip install --quiet 'numpy<1.24' tqdm matplotlib portalocker scipy yacs pandas pyyaml autocfg pycocotools
+	$(MX_VENV)/bin/python -m pip install --quiet --no-deps 'gluoncv==0.10.5.post0'
 	@touch $@
 
 # numpy 1.x with plain Pillow: the other end of what we support.

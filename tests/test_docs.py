@@ -147,7 +147,7 @@ def test_the_detection_page_runs_as_printed(tmp_path: Path) -> None:
     (coco / "instances.json").rename(tmp_path / "coco/annotations/instances_val2017.json")
     yolo_set(tmp_path / "mydata")
     out = _run_blocks((ROOT / "docs/detection.md").read_text(), tmp_path)
-    assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels
+    assert "[ 0. 30. 40. 60.]]" in out  # image d's third box, back in pixels of its image
     assert "torch.int64" in out and "(3, 4)" in out  # the DataLoader's targets
     # a torchvision detector's training step, on boxes transforms.v2 moved
     assert "['loss_box_reg', 'loss_classifier', 'loss_objectness', 'loss_rpn_box_reg'] True" in out

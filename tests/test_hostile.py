@@ -63,7 +63,7 @@ def small_rec(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "folder", ["../../x", "/abs/x", "a/../../x", "..", ".", "", " lead", "a\\..\\..\\x", "C:\\x"]
+    "folder", ["../../x", "/abs/x", "a/../../x", "..", "./..", "", " lead", "a\\..\\..\\x", "C:\\x"]
 )
 def test_class_map_folders_cannot_leave_the_output(
     small_rec: Path, tmp_path: Path, folder: str
@@ -77,6 +77,19 @@ def test_class_map_folders_cannot_leave_the_output(
     assert code == 1 and output.startswith("Error: ") and output.count("\n") == 1, output
     assert "map.tsv:1: the name" in output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # nothing written anywhere
+
+
+def test_the_root_class_is_the_top_of_the_output(small_rec: Path, tmp_path: Path) -> None:
+    """``.``: the class a recursive listing gives the images at its top (as
+    im2rec.py labels them); its images go to the top of the output."""
+    classes = tmp_path / "in" / "map.tsv"
+    classes.write_text("0\t.\n1\tdogs\n", encoding="utf-8")
+    out = tmp_path / "out" / "images"
+    code, output = cli("unpack", str(small_rec), str(out), "--classes", str(classes))
+    assert code == 0, output
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.jpg")) == [
+        "0.jpg", "2.jpg", "dogs/1.jpg", "dogs/3.jpg"
+    ]  # fmt: skip
 
 
 def test_unpack_never_writes_through_a_symlink(small_rec: Path, tmp_path: Path) -> None:

@@ -136,6 +136,15 @@ def _split_exts(
     show_default=True,
     help="COCO: keep iscrowd boxes with their flag (the object's sixth value) set, or skip them.",
 )
+@click.option(
+    "--convention",
+    type=click.Choice(["im2rec", "gluoncv"]),
+    default="im2rec",
+    show_default=True,
+    help="With --boxes: gluoncv reads VOC and COCO boxes as GluonCV's readers do where they "
+    "differ (COCO: x + w - 1 clipped to width - 1, zero-area and ignore boxes left out, images "
+    "by id; VOC: names lower-cased, bad boxes left out, not refused). See docs/detection.md.",
+)
 @click.option("--strict", is_flag=True, help="Fail (and write nothing) if any file is skipped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
@@ -158,6 +167,7 @@ def list_command(
     classes_file: str | None,
     keep_empty: bool,
     crowd: str,
+    convention: str,
     strict: bool,
     as_json: bool,
     quiet: bool,
@@ -192,17 +202,19 @@ def list_command(
         out = prefix if prefix is not None else _default_prefix(root)
         box_options = None
         if boxes is not None:
-            from ..listing.boxes import BoxOptions, Crowd, Format  # (numpy)
+            from ..listing.boxes import BoxOptions, Convention, Crowd, Format  # (numpy)
 
             _refuse_folder_options(boxes)
             names = _read_classes(classes_file) if classes_file else None
             box_options = BoxOptions(
                 cast(Format, boxes), image_set=image_set, annotations=annotations,
                 classes=names, keep_empty=keep_empty, crowd=cast(Crowd, crowd),
+                convention=cast(Convention, convention),
             )  # fmt: skip
-        elif any((image_set, annotations, classes_file, keep_empty)):
+        elif any((image_set, annotations, classes_file, keep_empty, convention != "im2rec")):
             raise ConfigError(
-                "--image-set, --annotations, --classes and --keep-empty apply to --boxes"
+                "--image-set, --annotations, --classes, --keep-empty and --convention apply "
+                "to --boxes"
             )
         with progress_counter(_describe, quiet=quiet or as_json) as on_progress:
             result = make_lists(
@@ -227,10 +239,9 @@ def _refuse_folder_options(boxes: str) -> None:
 
 
 def _read_classes(path: str) -> list[str]:
-    from ..listing.boxes import read_text
+    from ..listing.boxes import read_names
 
-    text = read_text(path, 16 << 20, "classes file")
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return read_names(path, "classes file")
 
 
 def _default_prefix(root: str) -> str:

@@ -13,7 +13,7 @@ from ..errors import ConfigError, DatasetError, MissingFileError
 from ..storage import is_url
 from .buckets import walk_prefix
 from .entries import Entries, Entry
-from .lstfile import bad_chars, cannot_carry
+from .lstfile import bad_chars, cannot_carry, carried
 
 __all__ = ["DEFAULT_EXTS", "IM2REC_SEED", "ListOptions", "Scan", "scan_folder"]
 
@@ -25,6 +25,10 @@ IM2REC_SEED = 100  # im2rec.py: random.seed(100)
 
 #: Skip reasons, as they appear in reports and in ``--json``.
 UNSAFE_NAME = "name cannot be stored in a .lst line"
+#: the skip reason of the images of a class folder whose name a class map
+#: cannot carry as that same name (a backslash, which readers take for a
+#: separator: ``a\b`` reads back as ``a/b``)
+UNCARRIED_CLASS = "folder name a class map cannot carry"
 
 
 SMALL_CLASS = "class below --min-per-class"
@@ -102,6 +106,7 @@ def scan_folder(
     entries = Entries()
     labels: dict[str, int] = {}
     unsafe: list[str] = []
+    uncarried: list[str] = []
     escaping: list[str] = []  # bucket keys that are no plain paths
     folders = 0
     add = entries.add  # per-image hot loop
@@ -114,6 +119,9 @@ def scan_folder(
         folders += 1
         prefix = "" if rel_dir == "." else f"{rel_dir}{os.sep}"
         bad_dir = bool(prefix) and (bad_chars(rel_dir) or rel_dir[0].isspace())
+        if prefix and not bad_dir and not carried(rel_dir.replace(os.sep, "/")):
+            uncarried += [prefix + name for name in names]
+            continue
         label = -1
         for name in names:
             path = prefix + name
@@ -127,7 +135,7 @@ def scan_folder(
             add(label, path)
         if on_progress is not None:
             on_progress(folders, len(entries))
-    skipped = {UNSAFE_NAME: unsafe, ESCAPING_KEY: escaping}
+    skipped = {UNSAFE_NAME: unsafe, UNCARRIED_CLASS: uncarried, ESCAPING_KEY: escaping}
     scan = Scan(root_s, entries, list(labels), {k: v for k, v in skipped.items() if v})
     if options.min_per_class:
         scan = drop_small_classes(scan, options.min_per_class)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from im2rec.cli import main
-from im2rec.listing.lstfile import read_lst
+from im2rec.listing.lstfile import read_class_map, read_lst
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.recordio.detection import problem, read_label
 
@@ -160,24 +160,174 @@ def test_coco_crowd_and_empty_images(tmp_path: Path) -> None:
             lambda r: (r / "labels/b.txt").write_text("0 0.9 0.5 0.4 0.2\n"),
             "b.txt:1: the box (0.7, 0.4, 1.1, 0.6) is empty or leaves the 1x1 image",
         ),
+        # -- numbers taken on trust: a NaN box was the whole image, exit 0
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["annotations"][1].update(bbox=[NAN] * 4)),
+            "annotation 1: bbox [nan, nan, nan, nan] is not [x, y, width, height]",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["annotations"][0].update(bbox=[0, 0, INF, 5])),
+            "annotation 0: bbox [0, 0, inf, 5] is not",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["images"][1].update(width=0)),
+            "image 1: the image size 0 x 50 is not a size in pixels",
+        ),  # fmt: skip
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["annotations"][0].update(iscrowd=2)),
+            "annotation 0: iscrowd is 2, not 0 or 1",
+        ),  # fmt: skip
+        # (10**8 classes made 10**8 names: a MemoryError after 2 GB)
+        (
+            "yolo",
+            lambda r: (r / "labels/b.txt").write_text("100000000 0.5 0.5 0.2 0.2\n"),
+            "b.txt:1: the class '100000000' is not a class number (a whole number from 0 to 2,",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: _no_names(r, "100000000 0.5 0.5 0.2 0.2\n"),
+            "b.txt:1: the class '100000000' is not a class number (a whole number from 0 to 65,535",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: _no_names(r, "nan 0.5 0.5 0.2 0.2\n"),
+            "b.txt:1: the class 'nan' is not a class number",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: _no_names(r, "inf 0.5 0.5 0.2 0.2\n"),
+            "b.txt:1: the class 'inf' is not a class number",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: _no_names(r, "1.5 0.5 0.5 0.2 0.2\n"),
+            "b.txt:1: the class '1.5' is not a class number",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: (r / "labels/b.txt").write_text("0 nan 0.5 0.2 0.2\n"),
+            "b.txt:1: expected `class cx cy w h` (five numbers)",
+        ),  # fmt: skip
+        (
+            "voc",
+            lambda r: _voc_edit(r, "b", "<width>50</width>", "<width>inf</width>"),
+            "b.xml: <size>: <width> is 'inf', not a number",
+        ),  # fmt: skip
+        (
+            "voc",
+            lambda r: _voc_edit(r, "b", "<xmin>1</xmin>", "<xmin>NaN</xmin>"),
+            "b.xml: object 0 ('person'): <xmin> is 'NaN', not a number",
+        ),  # fmt: skip
+        (
+            "voc",
+            lambda r: _voc_edit(r, "b", "<difficult>0</difficult>", "<difficult>2</difficult>"),
+            "b.xml: object 0 ('person'): <difficult> is 2, not 0 or 1",
+        ),  # fmt: skip
+        # -- ids and names that collide
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["images"][1].update(id=100)),
+            "image 1: id 100 is already the id of image 0",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["images"][1].update(file_name="a.jpg")),
+            "image 1: 'a.jpg' is already image 0",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["categories"][1].update(id=3)),
+            "category 1: id 3 is already the id of",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["categories"][1].update(name="cat")),
+            "the class name 'cat' is already the name of",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["categories"][0].update(name="tabby\tcat")),
+            "category 0 (id 3): the name 'tabby\\tcat' holds a NUL, TAB or newline",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["categories"][0].update(name="cat\n1\tdog")),
+            "holds a NUL, TAB or newline",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["categories"][0].update(name="big//cat")),
+            "the class name 'big//cat' would read back from the class map as 'big/cat'",
+        ),
+        (
+            "voc",
+            lambda r: _voc_edit(r, "b", "<name>person</name>", "<name>per&#9;son</name>"),
+            "b.xml: object 0 ('per\\tson'): the name 'per\\tson' holds a NUL, TAB",
+        ),  # fmt: skip
+        (
+            "voc",
+            lambda r: (r / "ImageSets/Main/bad.txt").write_text("a\nb\na\n"),
+            "bad.txt:3: 'a' is already line 1",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: (r / "classes.txt").write_text("cat\ndog\ncat\n"),
+            "classes.txt: class 2: the class name 'cat' is already the name of",
+        ),  # fmt: skip
+        (
+            "yolo",
+            lambda r: (r / "classes.txt").write_text("cat\ndog\x85x\nperson\n"),
+            None,
+        ),  # (\x85 is inside a name: split_lines, not str.splitlines)
     ],
 )
 def test_a_bad_annotation_is_one_line_naming_file_and_object(
-    fmt: str, damage: object, words: str, tmp_path: Path
+    fmt: str, damage: object, words: str | None, tmp_path: Path
 ) -> None:
     root = {"voc": voc_set, "coco": coco_set, "yolo": yolo_set}[fmt](tmp_path / fmt)
     damage(root)  # type: ignore[operator]
     args = [str(root / "images") if fmt == "coco" else str(root), "--boxes", fmt]
     if fmt == "coco":
         args += ["--annotations", str(root / "instances.json")]
-    if "bad.txt" in words:
+    if words is not None and "bad.txt" in words:
         args += ["--image-set", "bad"]
     done = subprocess.run([sys.executable, "-m", "im2rec", "list", *args, "-o",
                            str(tmp_path / "out")], capture_output=True, text=True)  # fmt: skip
+    if words is None:  # listed, and the class map reads back as the classes
+        assert done.returncode == 0, done.stderr
+        assert list(read_class_map(tmp_path / "out.classes.tsv").values()) == [
+            "cat", "dog\x85x", "person"
+        ]  # fmt: skip
+        return
     assert done.returncode == 1, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not list(tmp_path.glob("out*"))  # nothing written
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _coco_edit(root: Path, edit: object) -> None:
+    data = json.loads((root / "instances.json").read_text())
+    edit(data)  # type: ignore[operator]
+    (root / "instances.json").write_text(json.dumps(data))
+
+
+def _voc_edit(root: Path, name: str, old: str, new: str) -> None:
+    path = root / "Annotations" / f"{name}.xml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def _no_names(root: Path, line: str) -> None:
+    (root / "classes.txt").unlink()
+    (root / "labels/b.txt").write_text(line)
 
 
 def test_folder_options_are_refused_with_boxes(tmp_path: Path) -> None:
@@ -228,6 +378,13 @@ def _listed_or_refused(root: Path, *args: str) -> None:
     if result.exit_code:
         assert "Error:" in result.output and "Traceback" not in result.output, result.output
         assert isinstance(result.exception, SystemExit | Im2RecError), result.exception
+        return
+    # listed: every label is one every reader takes, the class map reads back
+    classes = read_class_map(out.parent / "out.classes.tsv")
+    assert list(classes) == list(range(len(classes)))
+    for item in read_lst(out.parent / "out.lst"):
+        assert problem(item.labels) is None, item.labels
+        assert all(0 <= c < len(classes) for c in read_label(item.labels).objects[:, 0])
 
 
 @settings(

@@ -21,9 +21,18 @@ import os
 
 from ...errors import DatasetError, MissingFileError
 from ..walking import Scan
-from .common import FORMATS, BoxOptions, Crowd, Format, read_text
+from .common import FORMATS, BoxOptions, Convention, Crowd, Format, read_names, read_text
 
-__all__ = ["FORMATS", "BoxOptions", "Crowd", "Format", "read_boxes", "read_text"]
+__all__ = [
+    "FORMATS",
+    "BoxOptions",
+    "Convention",
+    "Crowd",
+    "Format",
+    "read_boxes",
+    "read_names",
+    "read_text",
+]
 
 
 def read_boxes(root: str, options: BoxOptions) -> Scan:

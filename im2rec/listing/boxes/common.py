@@ -3,6 +3,7 @@ numbering, box checks (the package's docstring says the rules)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -11,32 +12,52 @@ import numpy as np
 from ...errors import ConfigError, DatasetError, MissingFileError
 from ...recordio.detection import make_label
 from ...storage import read_bytes
+from ...storage.files import split_lines
 from ..entries import BOX_OBJECT, BoxEntries
+from ..lstfile import check_class_names
 
 __all__ = [
     "FORMATS",
     "BoxEntries",
     "BoxOptions",
+    "CONVENTIONS",
+    "Convention",
     "Crowd",
     "Format",
+    "MAX_CLASSES",
     "MAX_OBJECTS",
+    "MAX_SIDE",
     "check_box",
+    "check_size",
     "class_labels",
+    "class_order",
     "image_label",
+    "read_names",
     "read_text",
 ]
 
 Format = Literal["voc", "coco", "yolo"]
 Crowd = Literal["skip", "flag"]
+Convention = Literal["im2rec", "gluoncv"]
 FORMATS: tuple[Format, ...] = ("voc", "coco", "yolo")
+CONVENTIONS: tuple[Convention, ...] = ("im2rec", "gluoncv")
 #: the most objects one image may have (COCO's most is under 100)
 MAX_OBJECTS = 10_000
+#: the most classes a set may number (Objects365 has 365, LVIS 1,203,
+#: Open Images 600): a class number past it is damage, and would make as
+#: many class names
+MAX_CLASSES = 1 << 16
+#: the largest image side an annotation may give (float32 holds every whole
+#: number up to it, and the label's header is float32)
+MAX_SIDE = 1 << 24
 
 
 class BoxOptions:
     """What the readers take: ``keep_empty`` lists images with no object
     (their label is the header alone, which MXNet's detection iterator
-    refuses); ``crowd`` says what COCO's ``iscrowd`` boxes become."""
+    refuses); ``crowd`` says what COCO's ``iscrowd`` boxes become;
+    ``convention`` ``"gluoncv"`` reads boxes as GluonCV's VOC and COCO
+    readers do where they differ from im2rec's (docs/detection.md)."""
 
     def __init__(
         self,
@@ -47,11 +68,15 @@ class BoxOptions:
         classes: list[str] | None = None,
         keep_empty: bool = False,
         crowd: Crowd = "flag",
+        convention: Convention = "im2rec",
     ) -> None:
         if fmt not in FORMATS:
             raise ConfigError(f"--boxes {fmt!r}: one of {', '.join(FORMATS)}")
+        if convention not in CONVENTIONS:
+            raise ConfigError(f"--convention {convention!r}: one of {', '.join(CONVENTIONS)}")
         self.fmt, self.image_set, self.annotations = fmt, image_set, annotations
         self.classes, self.keep_empty, self.crowd = classes, keep_empty, crowd
+        self.convention = convention
 
 
 def read_text(path: str, limit: int, what: str) -> str:
@@ -67,14 +92,42 @@ def read_text(path: str, limit: int, what: str) -> str:
         raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start:,})") from None
 
 
+def class_order(given: list[str], where: str) -> dict[str, int]:
+    """Class name -> label for the classes ``given`` in label order (a
+    classes file, ``--classes``): each a name a class map carries, none
+    twice (:func:`~im2rec.listing.lstfile.check_class_names`)."""
+    check_class_names((name, f"{where}: class {k}") for k, name in enumerate(given))
+    return {name: i for i, name in enumerate(given)}
+
+
 def class_labels(names: list[str], given: list[str] | None, where: str) -> dict[str, int]:
     """Class name -> label: the ``given`` order (a classes file), else the
     names found, sorted (VOC's 20 classes sorted are GluonCV's order)."""
-    order = given if given is not None else sorted(set(names))
-    labels = {name: i for i, name in enumerate(order)}
-    if len(labels) != len(order):
-        raise ConfigError(f"{where}: a class name appears twice in the classes given")
-    return labels
+    if given is not None:
+        return class_order(given, where)
+    return class_order(sorted(set(names)), where)
+
+
+def read_names(path: str, what: str) -> list[str]:
+    """The class names of a file of a name a line (``classes.txt``, a
+    ``--classes`` file), in label order: lines cut only at line ends
+    (:func:`~im2rec.storage.files.split_lines`), stripped, blank ones
+    skipped; each checked, none twice (:func:`class_order`)."""
+    names = [line.strip() for line in split_lines(read_text(path, 16 << 20, what))]
+    names = [name for name in names if name]
+    class_order(names, path)
+    return names
+
+
+def check_size(where: str, width: float, height: float) -> tuple[float, float]:
+    """An image's ``(width, height)`` from an annotation: finite, from 1 to
+    :data:`MAX_SIDE`; DatasetError naming ``where`` otherwise."""
+    if not all(math.isfinite(v) and 1 <= v <= MAX_SIDE for v in (width, height)):
+        raise DatasetError(
+            f"{where}: the image size {width:g} x {height:g} is not a size in pixels (1 to "
+            f"{MAX_SIDE:,}); fix the annotation"
+        )
+    return float(width), float(height)
 
 
 def check_box(

@@ -1,19 +1,38 @@
 """Pascal VOC: ``Annotations/<id>.xml`` and ``JPEGImages/<id>.jpg`` under a
 ``VOC20xx`` folder, the ids from ``ImageSets/Main/<set>.txt`` (or every
-annotation, sorted). Boxes are 1-based pixels in the XML; as GluonCV reads
-them, 1 is subtracted before they are divided by the image's size."""
+annotation, sorted; an id twice is refused). Boxes are 1-based pixels in
+the XML; as GluonCV reads them, 1 is subtracted from each of the four
+corners before they are divided by the image's size. A box that is then
+empty or leaves the image, a ``<difficult>`` other than 0 or 1 and a class
+not among the classes given are refused.
+
+With the ``gluoncv`` convention, as GluonCV's ``VOCDetection`` reads them:
+class names are lower-cased, an object whose class is not among the
+classes given or whose box is empty or leaves the image is left out (and
+reported), and a ``<difficult>`` that is not a whole number is 0."""
 
 from __future__ import annotations
 
+import math
 import os
 import xml.etree.ElementTree as ET
+from collections import defaultdict
 from typing import Any
 
 from ...errors import DatasetError
 from ...storage.confined import relative_name
-from ..lstfile import cannot_carry
+from ...storage.files import split_lines
+from ..lstfile import cannot_carry, check_class_name
 from ..walking import Scan
-from .common import BoxEntries, BoxOptions, check_box, class_labels, image_label, read_text
+from .common import (
+    BoxEntries,
+    BoxOptions,
+    check_box,
+    check_size,
+    class_labels,
+    image_label,
+    read_text,
+)
 
 __all__ = ["read_voc"]
 
@@ -40,11 +59,16 @@ def _parse(path: str) -> ET.Element:
 
 
 def _number(node: ET.Element | None, tag: str, where: str) -> float:
+    """The finite number in ``node``'s ``<tag>``; DatasetError naming it
+    when it is missing or not one (``nan`` and ``inf`` are not)."""
     text = node.findtext(tag) if node is not None else None
     try:
-        return float(text) if text is not None else float("nan")
+        value = float(text) if text is not None else math.nan
     except ValueError:
-        raise DatasetError(f"{where}: <{tag}> is {text!r}, not a number") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise DatasetError(f"{where}: <{tag}> is {text!r:.40}, not a number")
+    return value
 
 
 def _ids(root: str, options: BoxOptions) -> list[str]:
@@ -58,48 +82,82 @@ def _ids(root: str, options: BoxOptions) -> list[str]:
         return sorted(n[:-4] for n in os.listdir(folder) if n.endswith(".xml"))
     name = relative_name(options.image_set, "--image-set")
     path = os.path.join(root, "ImageSets", "Main", f"{name}.txt")
-    lines = read_text(path, MAX_SET, "image-set file").splitlines()
-    ids = []
+    lines = split_lines(read_text(path, MAX_SET, "image-set file"))
+    ids: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
         words = line.split()
         if words:  # (a class's set file adds a 1/-1 column: the id is first)
-            ids.append(relative_name(words[0], f"{path}:{n}"))
-    return ids
+            image_id = relative_name(words[0], f"{path}:{n}")
+            if image_id in ids:
+                raise DatasetError(
+                    f"{path}:{n}: {image_id!r} is already line {ids[image_id]}; list each "
+                    "image once"
+                )
+            ids[image_id] = n
+    return list(ids)
+
+
+#: (--convention gluoncv) the skip reasons of what GluonCV's reader leaves out
+INVALID = "box empty or outside its image (left out, as GluonCV does)"
+NOT_GIVEN = "object of a class not among the classes given (left out, as GluonCV does)"
+
+
+def _difficult(obj: ET.Element, where: str, gluoncv: bool) -> float:
+    """An object's ``<difficult>`` flag: 0 or 1 (0 when missing); as
+    GluonCV reads it, ``int()`` of its text, 0 when that fails."""
+    if gluoncv:
+        try:
+            return float(int(obj.findtext("difficult") or ""))
+        except ValueError:
+            return 0.0
+    difficult = _number(obj, "difficult", where) if obj.find("difficult") is not None else 0
+    if difficult not in (0, 1):
+        raise DatasetError(f"{where}: <difficult> is {difficult:g}, not 0 or 1")
+    return float(difficult)
 
 
 def read_voc(root: str, options: BoxOptions) -> Scan:
     """The VOC set under ``root`` (see the module's docstring)."""
     images: list[tuple[str, tuple[float, float], list[tuple[Any, ...]]]] = []
     names: list[str] = []
+    gluoncv = options.convention == "gluoncv"
+    given = None if options.classes is None else set(options.classes)
+    skips: dict[str, list[str]] = defaultdict(list)
     for image_id in _ids(root, options):
         path = os.path.join(root, "Annotations", f"{image_id}.xml")
         tree = _parse(path)
         dims = tree.find("size")
-        width, height = _number(dims, "width", path), _number(dims, "height", path)
-        if not (width >= 1 and height >= 1):
-            raise DatasetError(f"{path}: <size> gives no width and height")
+        at = f"{path}: <size>"
+        width, height = check_size(path, _number(dims, "width", at), _number(dims, "height", at))
         objects = []
         for k, obj in enumerate(tree.iter("object")):
             where = f"{path}: object {k} ({obj.findtext('name', '?').strip()!r})"
             name = (obj.findtext("name") or "").strip()
             if not name:
                 raise DatasetError(f"{where}: it has no <name>")
+            name = name.lower() if gluoncv else name
+            check_class_name(name, where)
+            difficult = _difficult(obj, where, gluoncv)
             bndbox = obj.find("bndbox")
             x0, y0, x1, y1 = (
                 _number(bndbox, t, where) - 1 for t in ("xmin", "ymin", "xmax", "ymax")
             )
-            difficult = _number(obj, "difficult", where) if obj.find("difficult") is not None else 0
+            if gluoncv and given is not None and name not in given:
+                skips[NOT_GIVEN].append(f"{image_id} (object {k}, {name!r})")
+                continue
+            if gluoncv and not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+                skips[INVALID].append(f"{image_id} (object {k})")
+                continue
             normal = check_box(where, (x0, y0, x1, y1), (width, height))
-            objects.append((name, *normal, float(difficult == 1)))
+            objects.append((name, *normal, difficult))
             names.append(name)
         if objects or options.keep_empty:
             images.append((f"JPEGImages/{image_id}.jpg", (width, height), objects))
     labels = class_labels(names, options.classes, root)
     entries = BoxEntries()
-    skipped: list[str] = []
     for rel, size, objects in images:
         if cannot_carry(rel):
-            skipped.append(rel)
+            skips["name cannot be stored in a .lst line"].append(rel)
             continue
         rows = []
         for name, *box in objects:
@@ -109,5 +167,4 @@ def read_voc(root: str, options: BoxOptions) -> Scan:
         entries.add_image(rel, image_label(rows, size))
     if not entries:
         raise DatasetError(f"{root}: no annotated images (Annotations/*.xml)")
-    skips = {"name cannot be stored in a .lst line": skipped} if skipped else {}
-    return Scan(root, entries, list(labels), skips)
+    return Scan(root, entries, list(labels), dict(skips))
