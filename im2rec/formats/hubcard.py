@@ -1,25 +1,38 @@
-"""The dataset card (``README.md``) of a Hub dataset folder, and the shards
-of a split: the Hub's own layout (``data/{split}-NNNNN-of-NNNNN.parquet``;
-the card's YAML declares the features, each split's rows and bytes, and
-where each split's files are)."""
+"""A Hub dataset folder's ``data`` folder and its card (``README.md``): the
+Hub's own layout (``data/{split}-NNNNN-of-NNNNN.parquet``; the card's YAML
+declares the features, each split's rows and bytes, and where each split's
+files are).
+
+:class:`DataFolder` is how ``rec export --to parquet`` writes there: through
+a descriptor of ``data`` opened without following a link, so nothing is
+written, renamed or removed through a link planted at ``data`` or at a
+shard's name, and every shard already there is read (and must be a shard of
+the same features) before anything is published."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage.atomic import write_file
+from ..errors import DatasetError, OutputError
+from ..storage.atomic import create_output
 
-__all__ = ["split_files", "write_card"]
+__all__ = ["DataFolder", "ShardInfo", "card_text", "split_files"]
 
 _SHARD = re.compile(r"(?P<split>[A-Za-z0-9][A-Za-z0-9_.-]*)-(\d{5})-of-(\d{5})\.parquet")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def split_files(data: str | os.PathLike[str], split: str) -> list[Path]:
-    """The shards of ``split`` in a dataset's ``data`` folder, in order."""
+    """The shards of ``split`` in a dataset's ``data`` folder, in order (to
+    read: a Hub snapshot's shards are links into its blob store)."""
     folder = Path(data)
     if not folder.is_dir():
         return []
@@ -31,31 +44,105 @@ def split_files(data: str | os.PathLike[str], split: str) -> list[Path]:
     return sorted(found)
 
 
-def write_card(folder: Path) -> None:
-    """The dataset card, ``README.md``: its YAML declares the features (of
-    the first split's schema), each split's rows and bytes, and where each
-    split's files are."""
-    import pyarrow.parquet as pq
+@dataclass(frozen=True)
+class ShardInfo:
+    """What the card says of a shard: its rows, bytes and features."""
 
-    splits: dict[str, list[Path]] = {}
-    for path in sorted((folder / "data").iterdir()):
-        m = _SHARD.fullmatch(path.name)
-        if m and path.is_file():
-            splits.setdefault(m.group("split"), []).append(path)
-    if not splits:
-        return
-    features: Any = None
-    sizes = []
-    for split, files in splits.items():
-        rows = size = 0
-        for path in files:
-            meta = pq.read_metadata(path)
-            rows += meta.num_rows
-            size += os.path.getsize(path)
-            if features is None:
-                info = json.loads(meta.schema.to_arrow_schema().metadata[b"huggingface"])
-                features = info["info"]["features"]
-        sizes.append((split, rows, size))
+    name: str
+    rows: int
+    size: int
+    features: dict[str, Any]
+
+
+class DataFolder:
+    """``FOLDER/data``, made if missing, opened as a folder itself (a link
+    there is refused, :class:`OutputError`); every name below it is reached
+    through that descriptor, never through a link."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / "data"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(self.path)
+        except FileExistsError:
+            pass
+        try:
+            self.fd = os.open(self.path, _FLAGS | _DIRECTORY | _NOFOLLOW)
+        except OSError as exc:
+            raise OutputError(
+                f"{self.path}: a symlink or a file is where the dataset's data folder belongs "
+                f"({exc.strerror}); im2rec does not write through links: remove it, or export "
+                "to another folder"
+            ) from None
+
+    def shards(self) -> dict[str, list[str]]:
+        """Every shard's name, by split, in order; a shard's name that is not
+        a regular file (a link, a folder) is refused, naming it."""
+        found: dict[str, list[str]] = {}
+        for name in sorted(os.listdir(self.fd)):
+            m = _SHARD.fullmatch(name)
+            if not m:
+                continue
+            info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                kind = "symlink" if stat.S_ISLNK(info.st_mode) else "folder or device"
+                raise OutputError(
+                    f"{self.path / name}: a {kind} where a shard belongs; im2rec neither reads "
+                    "nor replaces shards through links: remove it, or export to another folder"
+                )
+            found.setdefault(m.group("split"), []).append(name)
+        return found
+
+    def info(self, name: str) -> ShardInfo:
+        """The shard ``name``'s rows, size and features; DatasetError naming
+        it when it is not a Parquet file with a dataset's features."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        fd = os.open(name, _FLAGS | _NOFOLLOW, dir_fd=self.fd)
+        with os.fdopen(fd, "rb") as f:
+            size = os.fstat(fd).st_size
+            try:
+                meta = pq.read_metadata(f)
+                features = json.loads(meta.schema.to_arrow_schema().metadata[b"huggingface"])
+                features = features["info"]["features"]
+                if not isinstance(features, dict):
+                    raise TypeError("features are not a mapping")
+            except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as exc:
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise DatasetError(
+                    f"{self.path / name}: not a shard of a dataset (pyarrow: {why}); nothing "
+                    "was written: remove it, or export to another folder"
+                ) from None
+        return ShardInfo(name, meta.num_rows, size, features)
+
+    def create(self, name: str) -> int:
+        return create_output(name, dir_fd=self.fd)
+
+    def replace(self, name: str, final: str) -> None:
+        os.replace(name, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def unlink(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def card_text(splits: dict[str, list[ShardInfo]]) -> str:
+    """The card's text: its YAML declares the features (the first split's,
+    every split's being the same), each split's rows and bytes, and where
+    each split's files are; splits in name order."""
+    order = sorted(split for split, infos in splits.items() if infos)
+    if not order:
+        return ""
+    features = splits[order[0]][0].features
+    sizes = [(split, sum(i.rows for i in splits[split]), sum(i.size for i in splits[split]))
+             for split in order]  # fmt: skip
     lines = ["---", "dataset_info:", "  features:"]
     lines += _yaml_features(features, "  ")
     lines.append("  splits:")
@@ -68,7 +155,7 @@ def write_card(folder: Path) -> None:
         lines += [f"  - split: {split}", f"    path: data/{split}-*"]
     lines += ["---", "", "Packed from MXNet RecordIO with im2rec (`rec export --to parquet`);",
               "`rec import parquet` makes the `.rec`/`.idx` again, byte for byte.", ""]  # fmt: skip
-    write_file(folder / "README.md", "\n".join(lines))
+    return "\n".join(lines)
 
 
 def _yaml_features(features: dict[str, Any], indent: str) -> list[str]:

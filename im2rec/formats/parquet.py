@@ -35,13 +35,13 @@ from typing import Any
 from ..errors import ConfigError, DatasetError
 from ..imaging.headers import image_extension
 from ..inspect.scanning import header_at, walk_records
-from ..listing.lstfile import class_map_beside, read_class_map
+from ..listing.lstfile import class_map_beside, classes_named, read_class_map
 from ..recordio import RecordReader, unpack
 from ..recordio.sequential import sequential_records
 from ..storage import exists, sibling
-from ..storage.atomic import create_output
+from ..storage.atomic import write_file
 from .arrow_columns import BinaryColumn, float_lists, numbers, strings
-from .hubcard import split_files, write_card
+from .hubcard import DataFolder, card_text
 from .wds_export import KeysByOffset
 
 __all__ = ["ParquetExport", "arrow", "export_parquet"]
@@ -154,6 +154,11 @@ def _column(heads: Iterable[tuple[int, float]], rec: str, class_map: str | None)
     if path is None:
         return _Labels("int")
     classes = read_class_map(path)
+    if top >= classes_named(len(classes)):  # (a list of names that long)
+        raise DatasetError(
+            f"{rec}: a record's label is {top:,}, and the class map {path} names "
+            f"{len(classes):,} classes; give this rec's own map (--class-map)"
+        )
     count = max(top + 1, max(classes, default=-1) + 1)
     return _Labels("class", [classes.get(i, str(i)) for i in range(count)])
 
@@ -203,16 +208,21 @@ def export_parquet(
         raise ConfigError(f"split {split!r}: use letters, digits, '_', '.' and '-' (e.g. train)")
     if max_shard_bytes < 1:
         raise ConfigError("max_shard_bytes must be at least 1")
-    data = Path(folder) / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    old = split_files(data, split)
-    if old and not overwrite:
-        raise DatasetError(f"{old[0]}: split {split!r} already exists; pass --overwrite")
     reader = RecordReader(rec)
+    data = DataFolder(folder)
     result = ParquetExport(reader.name, os.fspath(folder), split)
     idx = sibling(reader.location, ".idx")
-    temps: list[Path] = []
+    temps: list[str] = []
     try:
+        # every shard there is read before anything is written: a foreign
+        # or damaged one is found now, not after this split is published
+        existing = data.shards()
+        old = existing.pop(split, [])
+        if old and not overwrite:
+            raise DatasetError(
+                f"{data.path / old[0]}: split {split!r} already exists; pass --overwrite"
+            )
+        others = {name: [data.info(shard) for shard in shards] for name, shards in existing.items()}
         labels = _guess(reader, class_map)
         while True:
             keys = KeysByOffset(idx if exists(idx) else None)
@@ -225,7 +235,7 @@ def export_parquet(
                 break
             except _Wider:  # the first record misled the guess: every header decides
                 for temp in temps:
-                    temp.unlink(missing_ok=True)
+                    data.unlink(temp)
                 temps.clear()
                 wider = _survey(reader, class_map)
                 if wider == labels:  # (cannot be: the survey saw the record that did not fit)
@@ -233,25 +243,36 @@ def export_parquet(
                 labels = wider
         result.label = labels.kind
         count = len(temps)
-        for path in old:
-            path.unlink()
-        for i, temp in enumerate(temps):
-            final = data / f"{split}-{i:05d}-of-{count:05d}.parquet"
-            os.replace(temp, final)
-            result.shards.append(str(final))
+        finals = [f"{split}-{i:05d}-of-{count:05d}.parquet" for i in range(count)]
+        mine = [data.info(temp) for temp in temps]
+        for name, infos in others.items():
+            if infos and mine and infos[0].features != mine[0].features:
+                raise DatasetError(
+                    f"{data.path / infos[0].name}: split {name!r} has other features than this "
+                    f"one ({split!r}: labels {labels.kind}); a dataset's splits share one set of "
+                    "features: export to another folder, or remove that split"
+                )
+        card = card_text({**others, split: mine})
+        for temp, final in zip(temps, finals, strict=True):  # (published: nothing can fail now)
+            data.replace(temp, final)
+            result.shards.append(str(data.path / final))
         temps.clear()
+        for name in old:
+            if name not in finals:
+                data.unlink(name)
+        result.bytes = sum(info.size for info in mine)
+        write_file(Path(folder) / "README.md", card)
     finally:
         reader.close()
         for temp in temps:
-            temp.unlink(missing_ok=True)
-    result.bytes = sum(os.path.getsize(s) for s in result.shards)
-    write_card(Path(folder))
+            data.unlink(temp)
+        data.close()
     return result
 
 
 def _shards(
     reader: RecordReader, keys: KeysByOffset, labels: _Labels, schema: Any, pa: Any,
-    max_bytes: int, data: Path, temps: list[Path], pq: Any, on_progress: Progress | None,
+    max_bytes: int, data: DataFolder, temps: list[str], pq: Any, on_progress: Progress | None,
     result: ParquetExport,
 ) -> Iterator[int]:  # fmt: skip
     """Write the shards (temporary names, in ``temps``); yields rows written."""
@@ -307,9 +328,9 @@ def _shards(
                     settle()
                     writer.close()
                     sink.close()
-                temp = data / f".{result.split}-{len(temps):05d}.{os.getpid()}.parquet.tmp"
+                temp = f".{result.split}-{len(temps):05d}.{os.getpid()}.parquet.tmp"
                 temps.append(temp)
-                sink = _sink(pa, create_output(temp))
+                sink = _sink(pa, data.create(temp))
                 writer = pq.ParquetWriter(sink, schema, **_ENCODING[labels.kind == "list"])
                 shard_bytes = 0
             # (a view of the chunk read: pyarrow copies it once, into the column)
