@@ -77,16 +77,23 @@ def available() -> bool:
 
 class Ticket(Generic[R]):
     """A job sent to the workers; :meth:`result` waits for its outcome (the
-    :class:`concurrent.futures.Future` methods its callers use)."""
+    :class:`concurrent.futures.Future` methods its callers use) and, as a
+    future does, gives the same outcome every time it is asked."""
 
-    __slots__ = ("_key", "_pool")
+    __slots__ = ("_key", "_outcome", "_pool")
 
     def __init__(self, pool: Processes, key: int) -> None:
         self._pool, self._key = pool, key
+        self._outcome: tuple[bool, Any] | None = None
 
     def result(self, timeout: float | None = None) -> R:
-        value: R = self._pool.result(self._key, timeout)
-        return value
+        if self._outcome is None:
+            self._outcome = self._pool.outcome(self._key, timeout)
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        result: R = value
+        return result
 
     def cancel(self) -> bool:
         return False  # sent: a worker may already be running it
@@ -136,11 +143,7 @@ def _serve(
             return  # close() asked: nobody waits for this job
         except Exception as exc:  # noqa: BLE001 - the parent raises it
             outcome = (False, exc)
-        try:
-            data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - something that does not pickle
-            what = exc if outcome[0] else outcome[1]  # (an error's own message, if it was one)
-            data = pickle.dumps((False, Im2RecError(f"{type(what).__name__}: {what}")))
+        data = _pickled(outcome)
         parts = max(1, -(-len(data) // _PART))
         try:
             for part in range(parts):
@@ -148,6 +151,35 @@ def _serve(
                 sock.send(_HEAD.pack(key, part, parts) + chunk)
         except OSError:  # the parent has gone
             return
+
+
+def _pickled(outcome: tuple[bool, Any]) -> bytes:
+    """A job's outcome as the parent will read it. An exception that does
+    not pickle, or pickles but does not unpickle (its ``__init__`` takes
+    other arguments than its ``args``: common in third-party code), is sent
+    as an :class:`Im2RecError` with its type and message, so the parent
+    always reads the outcome of the job it asked for."""
+    try:
+        data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
+        if not outcome[0]:
+            pickle.loads(data)  # (an error is rare: checking it costs nothing that counts)
+        return data
+    except Exception as exc:  # noqa: BLE001 - whatever pickling raises
+        what = outcome[1] if not outcome[0] else exc  # (an error's own message, if it was one)
+        return pickle.dumps((False, Im2RecError(f"{type(what).__name__}: {what}")))
+
+
+def _unpickled(data: bytes, key: int) -> tuple[bool, Any]:
+    """A result's outcome; one that does not unpickle here (a value whose
+    class the parent cannot rebuild) is that job's error, never another
+    job's, and never a lost outcome that a ``result()`` waits on for ever."""
+    try:
+        outcome = pickle.loads(data)
+    except Exception as exc:  # noqa: BLE001 - whatever unpickling raises
+        return False, Im2RecError(f"job {key}'s result does not unpickle here: {exc!r}")
+    if not (isinstance(outcome, tuple) and len(outcome) == 2):
+        return False, Im2RecError(f"job {key}'s result is not an outcome")
+    return outcome[0] is True, outcome[1]
 
 
 class Processes:
@@ -248,16 +280,14 @@ class Processes:
                 return
             self._read()
 
-    def result(self, key: int, timeout: float | None = None) -> Any:
-        """The outcome of job ``key``: its value, or its exception raised;
+    def outcome(self, key: int, timeout: float | None = None) -> tuple[bool, Any]:
+        """The outcome of job ``key``, ``(True, value)`` or ``(False,
+        exception)``, handed over once (its :class:`Ticket` keeps it);
         ``concurrent.futures.TimeoutError`` after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while key not in self._done:
             self._receive(deadline)
-        ok, value = self._done.pop(key)
-        if not ok:
-            raise value
-        return value
+        return self._done.pop(key)
 
     def _receive(self, deadline: float | None) -> None:
         """Wait for the next message (a part of a result), or for a death."""
@@ -289,7 +319,7 @@ class Processes:
         got.append(message[_HEAD.size :])
         if part + 1 == parts:  # one worker sends a result's parts in order
             del self._parts[key]
-            self._done[key] = pickle.loads(b"".join(got))
+            self._done[key] = _unpickled(b"".join(got), key)
         return True
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from ..listing.lstfile import class_map_text, format_lst_line
 from ..packing import PackOptions, pack_list
 from ..recordio.manifests import dump, load_pack_manifest
 from ..storage.atomic import open_output, own_folder, write_file
-from ..storage.files import read_json, split_lines
+from ..storage.files import open_regular, read_json, split_lines
 from .tarstream import Member, OddImage, extract_train, extract_val, list_members
 from .valmap import ValMap, bundled_val_map, load_devkit, load_val_map
 
@@ -302,8 +302,9 @@ def _check_space(plan: _Plan, opts: ImagenetOptions, staging: Path) -> None:
 
 def _sha1(path: Path, progress: Progress) -> str:
     digest = hashlib.sha1()  # the published checksums are SHA-1
-    total, done = path.stat().st_size, 0
-    with open(path, "rb") as f:
+    fd, total = open_regular(path, "is a folder, not an ImageNet tar")
+    done = 0
+    with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(4 << 20), b""):
             digest.update(block)
             done += len(block)

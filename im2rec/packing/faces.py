@@ -14,6 +14,7 @@ with ``--resume``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from ..formats.insightface import identity_of_label, write_faces, write_property
 from ..recordio import RecordReader, unpack
 from ..recordio.manifests import MadeWith, load_pack_manifest
 from ..storage.atomic import AtomicGroup, write_file
-from ..storage.files import read_json
+from ..storage.files import open_regular, read_json
 from .faces_plan import IdentityPlan, plan_identities
 from .outcome import PackResult, result_from_manifest
 from .pipeline import PackRun, pack_plain, run_state, write_manifest
@@ -90,7 +91,8 @@ def _stage_list(plan: IdentityPlan, path: Path) -> None:
         made, there = hashlib.sha256(), hashlib.sha256()
         for piece in plan.grouped_text():
             made.update(piece)
-        with open(path, "rb") as f:
+        fd, _ = open_regular(path)  # (a FIFO planted there would never end)
+        with os.fdopen(fd, "rb") as f:
             while block := f.read(1 << 20):
                 there.update(block)
         if made.digest() == there.digest():

@@ -95,8 +95,10 @@ class PartialFiles:
 
 
 def sha256_file(path: Path) -> str:
+    """The SHA-256 of a regular file (anything else is refused at once)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd, _ = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

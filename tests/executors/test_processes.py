@@ -36,11 +36,39 @@ def _echo(job: object) -> object:
         raise ImageCodecError("cannot decode image: broken data")
     if job == "unpicklable":
         raise _Unpicklable("a lambda inside", lambda: None)
+    if job == "no way back":
+        raise _TwoArguments("a file", 7)
+    if job == "trap":
+        return _Trap()
     return job
 
 
 class _Unpicklable(Exception):
     pass
+
+
+def _refuse() -> None:
+    raise RuntimeError("this value cannot be rebuilt here")
+
+
+class _TwoArguments(Exception):
+    """Pickles but does not unpickle, as an exception whose __init__ takes
+    other arguments than its args does (unless tblib's pickling support,
+    which dask installs, rebuilds it without __init__: so the rebuild here
+    fails whatever is installed)."""
+
+    def __init__(self, where: str, line: int) -> None:
+        super().__init__(f"{where}:{line}: broken")
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return _refuse, ()
+
+
+class _Trap:
+    """A value that pickles in the worker and cannot be rebuilt anywhere."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return _refuse, ()
 
 
 def _started(marks: Path, count: int) -> None:
@@ -88,6 +116,27 @@ def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
         with pytest.raises(Im2RecError, match="_Unpicklable: .*a lambda inside"):
             pool.submit("unpicklable").result()
         assert pool.submit(3).result() == 3
+    finally:
+        pool.close()
+
+
+def test_an_outcome_that_does_not_unpickle_stays_its_jobs_and_is_kept() -> None:
+    """An error that pickles but does not unpickle lost its job's outcome,
+    raised a TypeError in whichever result() read it, and a second result()
+    waited for ever."""
+    pool = Processes(2, _echo)
+    try:
+        odd = pool.submit("no way back")
+        trap = pool.submit("trap")
+        after = pool.submit(5)
+        assert after.result(timeout=10) == 5  # (read them all: none is another's)
+        for _ in range(2):  # the same outcome each time it is asked, at once
+            with pytest.raises(Im2RecError, match=r"_TwoArguments: a file:7: broken"):
+                odd.result(timeout=10)
+            with pytest.raises(Im2RecError, match=r"job \d+'s result does not unpickle here"):
+                trap.result(timeout=10)
+            assert after.result(timeout=1) == 5
+        assert pool.submit(6).result(timeout=10) == 6 and not pool.broken
     finally:
         pool.close()
 
