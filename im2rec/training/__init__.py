@@ -17,7 +17,7 @@ as one dataset, in set proportions), :mod:`.loading`
 
 from .augment import Augmenter
 from .augment.detection import DetAugmenter
-from .blockorder import BlockSampler, merge_states
+from .blockorder import BlockSampler
 from .dataset import RecordDataset
 from .detfill import DetTransform
 from .detiter import ImageDetRecordIter, objects_view
@@ -31,6 +31,7 @@ from .iterator import (
 )
 from .loading import collate
 from .mixture import MixedDataset, MixtureSampler
+from .sampler_state import merge_states
 
 __all__ = [
     "Augmenter",

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..storage.blockcache import BlockCache, CachedView
+from .sampler_state import Resize, SamplerState, merge_states, resized_parts, whole
 
 __all__ = ["BlockPlan", "BlockSampler", "epoch_order", "merge_states"]
 
@@ -106,13 +107,17 @@ class BlockSampler:
         offsets = dataset.record_offsets()
         view = dataset.reader._ensure_open()
         self.view = view if isinstance(view, CachedView) else None
+        if block_bytes is not None and (
+            isinstance(block_bytes, bool) or not isinstance(block_bytes, int | np.integer)
+            or block_bytes < 1
+        ):  # fmt: skip
+            raise ConfigError(
+                f"block_bytes must be a positive number of bytes, not {block_bytes!r}"
+            )
         if self.view is not None and block_bytes is None:
             self.blocks = self.view.block_of(offsets)
         else:
-            size = int(block_bytes or 32 << 20)
-            if size < 1:
-                raise ConfigError(f"block_bytes must be positive, not {size}")
-            self.blocks = offsets // size
+            self.blocks = offsets // int(block_bytes or 32 << 20)
         if self.view is not None:
             cache = self.view.cache
             need = (2 * window + cache.ahead) * cache.block_bytes
@@ -146,76 +151,49 @@ class BlockSampler:
         """The epoch the next pass runs (its order), beginning after its
         first ``start`` samples (to resume one); later passes begin at its
         first sample."""
-        per_rank = self._per_rank(int(epoch))
-        if not 0 <= start <= per_rank:
-            raise ConfigError(f"start must be 0 to {per_rank:,}, not {start:,}")
-        self.epoch, self.per_rank = int(epoch), per_rank
-        self.start = self.begun = int(start)  # (the next pass's start; the current pass's)
+        epoch = whole(epoch, "epoch")
+        per_rank = self._per_rank(epoch)
+        start = whole(start, "start", 0, per_rank)
+        self.epoch, self.per_rank = epoch, per_rank
+        self.start = self.begun = start  # (the next pass's start; the current pass's)
         self.yielded = 0  # samples the pass in progress has handed out
         self._elastic: np.ndarray | None = None  # this rank's rest of a resized epoch
+        self._resized: tuple[Resize, ...] = ()  # the rank changes this epoch was resumed through
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """What resumes this epoch after the first ``consumed`` samples of
         the pass in progress (or of the next one): ``load_state_dict`` of
         it, then iterate (see the module doc). Without ``consumed``, the
         samples the pass has handed out so far: what torchdata's
         ``StatefulDataLoader`` asks for as it draws each batch's indices
-        (it then resumes after the batches the training loop was given)."""
+        (it then resumes after the batches the training loop was given).
+        The state's layout is :mod:`~im2rec.training.sampler_state`'s."""
         if consumed is None:
             consumed = self.yielded
-        left = self.per_rank - self.begun
-        if not 0 <= consumed <= left:
-            raise ConfigError(
-                f"consumed must be 0 to {left:,} (the samples of this pass), not {consumed:,}"
-            )
-        return {"seed": self.seed, "epoch": self.epoch, "start": self.begun + consumed,
-                "num_replicas": self.num_replicas, "rank": self.rank}  # fmt: skip
+        consumed = whole(consumed, "consumed", 0, self.per_rank - self.begun)
+        return SamplerState("block", self.seed, self.epoch, len(self.blocks), self.num_replicas,
+                            self._resized, rank=self.rank,
+                            start=self.begun + consumed).to_dict()  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` of this rank, or from
         :func:`merge_states` of every rank of a job with another number of
-        ranks (an elastic resume: see :func:`merge_states`)."""
-        if int(state["seed"]) != self.seed:
-            raise ConfigError(
-                f"the state is of seed {state['seed']}, this sampler's is {self.seed}"
-            )
-        if "starts" not in state:
-            replicas = int(state.get("num_replicas", self.num_replicas))
-            if replicas != self.num_replicas or int(state.get("rank", self.rank)) != self.rank:
-                raise ConfigError(
-                    f"the state is of rank {state.get('rank')} of {replicas}; this sampler is "
-                    f"rank {self.rank} of {self.num_replicas}: merge every rank's state with "
-                    "merge_states() to resume with another number of ranks"
-                )
-            self.set_epoch(int(state["epoch"]), int(state["start"]))
-            return
-        self.set_epoch(int(state["epoch"]))
-        rest = self._rest_of(int(state["num_replicas"]), [int(v) for v in state["starts"]])
-        self._elastic = np.array_split(rest, self.num_replicas)[self.rank]
-        self.per_rank = len(self._elastic)
+        ranks (an elastic resume), however many resumes and rank changes
+        the epoch went through before (:mod:`~im2rec.training.sampler_state`)."""
+        loaded = SamplerState.from_dict(state)
+        loaded.check("block", self.seed, len(self.blocks))
+        chain = loaded.chain(self.num_replicas, self.rank)
+        self.set_epoch(loaded.epoch)
+        if chain:
 
-    def _rest_of(self, replicas: int, starts: list[int]) -> np.ndarray:
-        """The samples of this epoch that ``replicas`` ranks, having handed
-        out ``starts[r]`` each, had not: in their ranks' order, rank 0's
-        first, then every sample no rank's part held (a part cut by
-        ``drop_last``), each once."""
-        if len(starts) != replicas:
-            raise ConfigError(f"the merged state has {len(starts)} starts for {replicas} ranks")
-        per_rank = self._per_rank(self.epoch, replicas)
-        seen = np.zeros(len(self.blocks), bool)
-        pieces = []
-        for rank, start in enumerate(starts):
-            if not 0 <= start <= per_rank:
-                raise ConfigError(f"rank {rank}'s start {start:,} is not 0 to {per_rank:,}")
-            samples, _ = self._part(replicas, rank, per_rank)
-            seen[samples[:start]] = True
-            pieces.append(samples[start:])
-        pieces.append(np.arange(len(self.blocks)))  # (what no part held)
-        order = np.concatenate(pieces)
-        order = order[~seen[order]]
-        _, first = np.unique(order, return_index=True)
-        rest: np.ndarray = order[np.sort(first)]
-        return rest
+            def part(replicas: int, rank: int) -> np.ndarray:
+                return self._part(replicas, rank, self._per_rank(self.epoch, replicas))[0]
+
+            parts = resized_parts(part, len(self.blocks), chain, self.num_replicas)
+            self._elastic, self._resized = parts[self.rank], chain
+            self.per_rank = len(self._elastic)
+        start = 0 if loaded.start is None else loaded.start
+        self.start = self.begun = whole(start, "the state's start", 0, self.per_rank)
 
     def order(self) -> tuple[np.ndarray, np.ndarray]:
         """This rank's samples for the current epoch (all of them, from
@@ -252,7 +230,7 @@ class BlockSampler:
             yield sample
         self.begun, self.yielded = self.start, 0  # this pass is over: len() is the next one's
         if self._elastic is not None:  # the resized epoch is over: the next is dealt anew
-            self._elastic = None
+            self._elastic, self._resized = None, ()
             self.per_rank = self._per_rank(self.epoch)
 
     def _samples(self, samples: np.ndarray, visit: np.ndarray, start: int) -> Iterator[int]:
@@ -273,32 +251,6 @@ class BlockSampler:
                 first = (k // self.window) * self.window
                 self.view.prefetch(visit[first : first + self.window + ahead])
             yield sample
-
-
-def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every rank's :meth:`BlockSampler.state_dict` of one checkpoint as one
-    state that a job with any number of ranks loads (an elastic resume: 8
-    GPUs checkpointed, 6 resume): the records no rank had handed out are
-    shared among the new ranks, each exactly once, in the old ranks' order
-    (so mostly still a block at a time); the new ranks' parts differ by at
-    most one record. The next epoch is dealt to the new ranks as usual."""
-    if not states:
-        raise ConfigError("no states to merge")
-    first = states[0]
-    replicas = int(first["num_replicas"])
-    ranks = sorted(int(s["rank"]) for s in states)
-    if ranks != list(range(replicas)):
-        raise ConfigError(f"need the state of every rank 0..{replicas - 1}, got ranks {ranks}")
-    for s in states:
-        if (int(s["seed"]), int(s["epoch"]), int(s["num_replicas"])) != (
-            int(first["seed"]), int(first["epoch"]), replicas
-        ):  # fmt: skip
-            raise ConfigError("the states are of different seeds, epochs or job sizes")
-    starts = [0] * replicas
-    for s in states:
-        starts[int(s["rank"])] = int(s["start"])
-    return {"seed": int(first["seed"]), "epoch": int(first["epoch"]), "num_replicas": replicas,
-            "starts": starts}  # fmt: skip
 
 
 class BlockPlan:

@@ -18,6 +18,7 @@ from ..errors import ConfigError, Im2RecError
 from ..storage.blockcache import BlockCache
 from .batching import BatchBuffers, BatchJob, Fill, Pending, SlotLayout, Workers
 from .blockorder import block_plan
+from .sampler_state import whole
 from .vocabulary import (
     DataBatch,
     DataDesc,
@@ -151,15 +152,19 @@ class EpochIterator:
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue where :meth:`state_dict` was taken (see there)."""
         mine = self.state_dict()
+        if not isinstance(state, dict) or set(state) != set(mine):
+            raise ConfigError(
+                f"not an iterator state (it needs {', '.join(sorted(mine))}); a state is made "
+                "by state_dict()"
+            )
         for key in ("seed", "seed_aug", "records", "batch_size"):
-            if int(state[key]) != mine[key]:
+            if whole(state[key], f"the state's {key}") != mine[key]:
                 raise ConfigError(
                     f"the state is of an iterator with {key}={state[key]}, this one has "
                     f"{mine[key]}: make it with the same options and the same file"
                 )
-        batch, epoch = int(state["batch"]), int(state["epoch"])
-        if not 0 <= batch <= self._num_batches or epoch < 0:
-            raise ConfigError(f"the state's batch {batch} is not one of this epoch's batches")
+        batch = whole(state["batch"], "the state's batch", 0, self._num_batches)
+        epoch = whole(state["epoch"], "the state's epoch")
         self._workers.drain(self._pending)
         if self._ahead is not None:
             self._workers.drain(self._ahead[1])

@@ -12,8 +12,11 @@ new lap); a larger one gives the first of a new permutation each epoch, so
 an epoch depends on nothing before it (resuming needs only the epoch and
 the draws done). Ranks take every ``num_replicas``-th draw
 (the epoch cut to a multiple of them), so they read disjoint samples.
-Resuming is :class:`~im2rec.training.blockorder.BlockSampler`'s:
-``state_dict(consumed=n)``, or without it what the pass handed out.
+Resuming is :class:`~im2rec.training.blockorder.BlockSampler`'s, with the
+same state (:mod:`~im2rec.training.sampler_state`, its slots the epoch's
+draws): ``state_dict(consumed=n)``, or without it what the pass handed out;
+a rank's state loads only on that rank, and :func:`merge_states` of every
+rank's resumes on another number of ranks.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..errors import ConfigError
 from .augment import Augmenter, process_rng
 from .dataset import RecordDataset
 from .loading import Batch, new_batch
+from .sampler_state import Resize, SamplerState, resized_parts, whole
 
 __all__ = ["MixedDataset", "MixtureSampler"]
 
@@ -38,7 +42,8 @@ class MixedDataset:
     starts[s]`` of source ``s``. ``labels="offset"`` (the default) adds to
     each source's class labels the number of classes of the sources before
     it (``len(classes)``, or one more than its largest label when it has no
-    class map: a scan of its headers), so the classes stay distinct;
+    class map: a scan of its headers), so the classes stay distinct (for
+    ``labels="boxes"`` sources, the classes of each target's ``labels``);
     ``labels="source"`` gives ``(source, label)`` instead. With the same
     :class:`~im2rec.training.augment.Augmenter` on every source's
     ``output="bytes"``, a ``DataLoader`` batch is decoded into shared memory
@@ -79,6 +84,8 @@ class MixedDataset:
             return (s, label)
         if self.offsets[s] and isinstance(label, int):
             return label + self.offsets[s]
+        if self.offsets[s] and isinstance(label, dict) and "labels" in label:  # a detection target
+            return {**label, "labels": label["labels"] + self.offsets[s]}
         return label
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
@@ -120,15 +127,21 @@ class MixedDataset:
 
 
 def _label_count(ds: RecordDataset) -> int:
-    """One more than the largest whole-number label of ``ds``'s records."""
+    """One more than the largest whole-number label of ``ds``'s records (of
+    the largest class of their boxes, for ``labels="boxes"``)."""
     from ..inspect.scanning import header_at, walk_records
+    from ..recordio.detection import problem, read_label
 
     reader = ds.reader
     buf, _ = reader.mapping()
     top = -1
     for head, nxt in walk_records(reader):  # type: ignore[misc]
         header = header_at(buf, head, nxt, reader.name)
-        if not header.flag and float(header.label).is_integer():
+        if ds.labels == "boxes":
+            if header.flag and problem(header.label) is None:
+                objects = read_label(header.label).objects
+                top = max(top, int(objects[:, 0].max(initial=-1)))
+        elif not header.flag and float(header.label).is_integer():
             top = max(top, int(header.label))
     return top + 1
 
@@ -158,24 +171,36 @@ class MixtureSampler:
             raise ConfigError("a source with a weight holds no samples")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ConfigError(f"need 0 <= rank < num_replicas, not rank {rank} of {num_replicas}")
-        size = len(mixture) if epoch_size is None else int(epoch_size)
+        size = len(mixture) if epoch_size is None else whole(epoch_size, "epoch_size", 1)
         if not 0 < size <= 1 << 34:  # (an epoch's draws are 9 bytes each, in memory)
             raise ConfigError(f"epoch_size must be 1 to 2**34, not {size}")
+        if size < num_replicas:
+            raise ConfigError(
+                f"epoch_size {size:,} is smaller than num_replicas {num_replicas}: every rank "
+                "takes every num_replicas-th draw, so each would get nothing"
+            )
         counts = np.floor(w / w.sum() * size + 0.5).astype(np.int64)
         counts[np.flatnonzero(w)[-1]] += size - int(counts.sum())  # (rounding's remainder)
         self.counts, self.sizes, self.starts = counts, sizes, mixture.starts
         self.seed, self.num_replicas, self.rank = int(seed), num_replicas, rank
-        self.per_rank = size // num_replicas
+        self.size = size
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         """The epoch the next pass runs, beginning after its first ``start`` draws."""
-        if not 0 <= start <= self.per_rank:
-            raise ConfigError(f"start must be 0 to {self.per_rank:,}, not {start:,}")
-        self.epoch, self.start, self.begun, self.yielded = int(epoch), int(start), int(start), 0
+        epoch = whole(epoch, "epoch")
+        self.per_rank = self.size // self.num_replicas
+        start = whole(start, "start", 0, self.per_rank)
+        self.epoch, self.start, self.begun, self.yielded = epoch, start, start, 0
+        self._elastic: np.ndarray | None = None  # this rank's draws of a resized epoch
+        self._resized: tuple[Resize, ...] = ()
 
-    def order(self) -> np.ndarray:
-        """This rank's draws of the current epoch (mixture indices), from the first."""
+    def _slots(self, replicas: int, rank: int) -> np.ndarray:
+        """Rank ``rank`` of ``replicas``'s draws (positions in the epoch's)."""
+        return np.arange(rank, self.size, replicas, dtype=np.int64)[: self.size // replicas]
+
+    def draws(self) -> np.ndarray:
+        """Every draw of the current epoch (mixture indices), in order."""
         rng = np.random.default_rng([self.seed, self.epoch])
         which = rng.permutation(np.repeat(np.arange(len(self.counts)), self.counts))
         draws = np.empty(len(which), np.int64)
@@ -188,7 +213,14 @@ class MixtureSampler:
                 for lap in range(laps)
             ])[:count]  # fmt: skip
             draws[which == s] = self.starts[s] + local
-        mine: np.ndarray = draws[self.rank :: self.num_replicas][: self.per_rank]
+        return draws
+
+    def order(self) -> np.ndarray:
+        """This rank's draws of the current epoch (mixture indices), from the first."""
+        slots = self._elastic if self._elastic is not None else self._slots(
+            self.num_replicas, self.rank
+        )  # fmt: skip
+        mine: np.ndarray = self.draws()[slots]
         return mine
 
     def __len__(self) -> int:
@@ -202,19 +234,31 @@ class MixtureSampler:
             self.yielded += 1
             yield i
         self.begun, self.yielded = 0, 0
+        if self._elastic is not None:  # the resized epoch is over: the next is dealt anew
+            self._elastic, self._resized = None, ()
+            self.per_rank = self.size // self.num_replicas
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Resume after ``consumed`` draws of the pass in progress (without
         it, the draws it handed out: what torchdata's ``StatefulDataLoader``
-        asks for)."""
+        asks for); the layout is :mod:`~im2rec.training.sampler_state`'s."""
         consumed = self.yielded if consumed is None else consumed
-        if not 0 <= consumed <= self.per_rank - self.begun:
-            raise ConfigError(f"consumed must be 0 to {self.per_rank - self.begun:,}")
-        return {"seed": self.seed, "epoch": self.epoch, "start": self.begun + consumed}
+        consumed = whole(consumed, "consumed", 0, self.per_rank - self.begun)
+        return SamplerState("mixture", self.seed, self.epoch, self.size, self.num_replicas,
+                            self._resized, rank=self.rank,
+                            start=self.begun + consumed).to_dict()  # fmt: skip
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        if int(state["seed"]) != self.seed:
-            raise ConfigError(
-                f"the state is of seed {state['seed']}, this sampler's is {self.seed}"
-            )
-        self.set_epoch(int(state["epoch"]), int(state["start"]))
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` of this rank, or from
+        :func:`~im2rec.training.sampler_state.merge_states` of every rank of
+        a job with another number of ranks."""
+        loaded = SamplerState.from_dict(state)
+        loaded.check("mixture", self.seed, self.size)
+        chain = loaded.chain(self.num_replicas, self.rank)
+        self.set_epoch(loaded.epoch)
+        if chain:
+            parts = resized_parts(self._slots, self.size, chain, self.num_replicas)
+            self._elastic, self._resized = parts[self.rank], chain
+            self.per_rank = len(self._elastic)
+        start = 0 if loaded.start is None else loaded.start
+        self.start = self.begun = whole(start, "the state's start", 0, self.per_rank)

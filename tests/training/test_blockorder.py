@@ -145,7 +145,7 @@ def test_a_resumed_resume_goes_on_where_the_last_one_stopped(folder: Path) -> No
     taken += list(rest)
     assert taken == full  # every sample once, in the epoch's order
     assert len(rest) == 300  # that pass is over: the next begins at the start
-    with pytest.raises(ConfigError, match="consumed must be 0 to 300"):
+    with pytest.raises(ConfigError, match="consumed is 301; it must be 0 to 300"):
         rest.state_dict(consumed=301)
 
 

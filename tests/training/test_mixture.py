@@ -74,7 +74,8 @@ def test_resuming_and_ranks(sources: tuple[Path, Path]) -> None:
         if len(taken) == 25:
             break
     state = one.state_dict()
-    assert state == {"seed": 2, "epoch": 3, "start": 25}
+    assert state == {"sampler": "mixture", "seed": 2, "epoch": 3, "samples": 60,
+                     "num_replicas": 1, "rank": 0, "start": 25, "resized": []}  # fmt: skip
     resumed = MixtureSampler(mixed, [1, 1], epoch_size=60, seed=2)
     resumed.load_state_dict(state)
     assert len(resumed) == 35 and taken + list(resumed) == draws
@@ -118,3 +119,25 @@ def test_a_dataloader_batch_is_decoded_in_place_from_both(sources: tuple[Path, P
     plain = [mixed[i] for i in list(sampler)[:8]]
     assert sorted(label for _, label in plain) == sorted(labels[:8])
     assert np.all(np.isfinite(images.numpy()))
+
+
+def test_detection_sources_keep_their_classes_apart(tmp_path: Path) -> None:
+    """A mixture of two detection recs gave both sources' class 0 as class
+    0: the targets' labels were not offset (and a source without a class map
+    counted no classes)."""
+    from ..boxsets import det_rec
+
+    first = det_rec(tmp_path / "a.rec", [(30, 20)] * 2, [[[0, 0.1, 0.1, 0.5, 0.5, 0]],
+                                                        [[2, 0.2, 0.2, 0.6, 0.6, 0]]])  # fmt: skip
+    second = det_rec(tmp_path / "b.rec", [(30, 20)], [[[0, 0.1, 0.1, 0.5, 0.5, 0],
+                                                       [1, 0.3, 0.3, 0.9, 0.9, 0]]])  # fmt: skip
+    sources = [RecordDataset(p, output="bytes", labels="boxes") for p in (first, second)]
+    mixed = MixedDataset(sources)
+    assert mixed.offsets == [0, 3]  # (no class map: the first's largest class is 2)
+    assert np.asarray(mixed[2][1]["labels"]).tolist() == [3, 4]
+    assert np.asarray(mixed[1][1]["labels"]).tolist() == [2]
+    (tmp_path / "a.classes.tsv").write_text("0\tcat\n1\tdog\n2\tbird\n3\tfish\n")
+    named = MixedDataset(
+        [RecordDataset(p, output="bytes", labels="boxes") for p in (first, second)]
+    )
+    assert named.offsets == [0, 4] and np.asarray(named[2][1]["labels"]).tolist() == [4, 5]
