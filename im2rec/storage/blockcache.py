@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputError
 from .atomic import AtomicGroup, create_output
 from .bounded import Version, version_of
 from .files import FileView, pread_at_least
@@ -155,7 +155,7 @@ class CachedView(FileView):
         self._pid = os.getpid()
         self._used: set[int] = set()  # blocks this process has read (their use time set)
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: dict[int, Future[None]] = {}
+        self._pending: dict[int, Future[int]] = {}
         self._mutex = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -280,29 +280,36 @@ class CachedView(FileView):
         if pending is not None:
             pending.result()
         path = self._path(block)
-        for _ in range(3):  # (another process may evict it between fetch and open)
-            try:
-                fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
-                break
-            except FileNotFoundError:
-                self._fetch(block)
-        else:
+        try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        except FileNotFoundError:  # (never fetched, or evicted since: however often, one open)
+            fd = self._fetch(block, keep_open=True)
         if block not in self._used:
             self._used.add(block)
             with contextlib.suppress(OSError):
                 os.utime(path)  # its last use, for eviction
         return fd
 
-    def _fetch(self, block: int) -> None:
+    def _fetch(self, block: int, keep_open: bool = False) -> int:
         """One request for the whole block, unless another process (or
-        thread) fetched it while this one waited for its lock."""
+        thread) fetched it while this one waited for its lock. With
+        ``keep_open``, a descriptor of the block opened under the lock is
+        returned (the caller closes it): a block another process evicts
+        meanwhile stays readable through it, so no reader under load is
+        told the block is not there; -1 otherwise."""
         from .remote import read_range
 
         path = self._path(block)
         with self._locked(f"block-{block % 64}"):  # 64 locks an object: bounded files
-            if path.exists():
-                return
+            try:
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+            except FileNotFoundError:
+                pass
+            else:
+                if keep_open:
+                    return fd
+                os.close(fd)
+                return -1
             start, end = self.span(block)
             data = read_range(self.url, start, end, self.storage_options, self.version)
             with self._mutex:
@@ -310,11 +317,37 @@ class CachedView(FileView):
                 self.bytes_fetched += len(data)
             if len(data) < end - start:
                 raise self._shrunk(start + len(data))
-            tmp = path.with_suffix(f".{os.getpid()}.part")
-            with os.fdopen(create_output(tmp), "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            fd = self._store(path, data)
         self.cache.evict(keep=path)
+        if keep_open:
+            return fd
+        os.close(fd)
+        return -1
+
+    def _store(self, path: Path, data: bytes) -> int:
+        """``data`` written as the block ``path`` (a temporary file renamed
+        into place); a descriptor of it. A disk that fills up (or a quota,
+        or a file-size limit) is one error naming the cache folder, and no
+        temporary file is left."""
+        tmp = path.with_suffix(f".{os.getpid()}.part")
+        fd = create_output(tmp, readable=True)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.replace(tmp, path)
+        except OSError as exc:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise OutputError(
+                    f"{self.cache.folder}: no room for a {len(data):,}-byte block of {self.url} "
+                    f"({exc.strerror}); free space there, or give the cache a smaller budget "
+                    "(BlockCache(budget=...)) or another folder"
+                ) from None
+            raise
+        return fd
 
     def prefetch(self, blocks: Iterable[int]) -> None:
         """Start fetching ``blocks`` (those not held yet) in the background,

@@ -142,3 +142,61 @@ def test_block_cache_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="block_bytes"):
         BlockCache(str(tmp_path), block_bytes=10)
     assert BlockCache("~/x").folder == os.path.expanduser("~/x")
+
+
+class _EvictedAtOnce(BlockCache):
+    """A cache whose every block goes as soon as it is fetched: what another
+    process's eviction does under load, between one process's fetch of a
+    block and its open."""
+
+    def evict(self, keep: Path) -> None:
+        for _, _, path in list(self._blocks()):
+            path.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_a_block_evicted_before_its_reader_opens_it_is_read_all_the_same(
+    folder: Path, tmp_path: Path
+) -> None:
+    """Three tries, then FileNotFoundError to the reader; now the block is
+    opened under its lock, before anything can evict it."""
+    needs_remote()
+    cache = _EvictedAtOnce(str(tmp_path / "cache"), budget=4 * BLOCK, block_bytes=BLOCK)
+    with serving(folder) as server:
+        ds = RecordDataset(f"{server.url}/data.rec", output="bytes", cache=cache, labels="float")
+        assert labels_of(ds, range(0, 300, 7)) == [float(i) for i in range(0, 300, 7)]
+        view = ds.reader._ensure_open()
+        assert isinstance(view, CachedView) and not view.held()  # (each evicted at once)
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_a_fetch_is_one_error_and_leaves_no_part_file(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A bare OSError (EFBIG/ENOSPC) that left its .part file behind."""
+    needs_remote()
+    code = (
+        "import resource, signal, sys\n"
+        "from im2rec.errors import OutputError\n"
+        "from im2rec.storage.blockcache import BlockCache\n"
+        "from im2rec.training.dataset import RecordDataset\n"
+        "cache = BlockCache(sys.argv[2], block_bytes=65536)\n"
+        "ds = RecordDataset(sys.argv[1], output='bytes', cache=cache)\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (a write past the limit: EFBIG)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))\n"
+        "try:\n"
+        "    ds[299]  # (a block not fetched yet: the open read record 0)\n"
+        "except OutputError as exc:\n"
+        "    print(exc)\n"
+    )
+    import subprocess
+    import sys
+
+    with serving(folder) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", code, f"{server.url}/data.rec", str(tmp_path / "cache")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"{tmp_path / 'cache'}: no room for a " in done.stdout and "free space" in done.stdout
+    assert not list((tmp_path / "cache").rglob("*.part"))
