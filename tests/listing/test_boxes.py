@@ -176,6 +176,17 @@ def test_coco_crowd_and_empty_images(tmp_path: Path) -> None:
             lambda r: _coco_edit(r, lambda d: d["images"][1].update(width=0)),
             "image 1: the image size 0 x 50 is not a size in pixels",
         ),  # fmt: skip
+        # (JSON's integers have no bound: 10**400 was an OverflowError traceback)
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["images"][1].update(height=10**400)),
+            "image 1: the image size 50 x 10000000000000000000 is not",
+        ),
+        (
+            "coco",
+            lambda r: _coco_edit(r, lambda d: d["annotations"][0].update(bbox=[0, 0, 10**400, 5])),
+            "annotation 0: bbox [0, 0, 1000000",
+        ),
         (
             "coco",
             lambda r: _coco_edit(r, lambda d: d["annotations"][0].update(iscrowd=2)),
@@ -275,6 +286,11 @@ def test_coco_crowd_and_empty_images(tmp_path: Path) -> None:
         ),  # fmt: skip
         (
             "yolo",
+            lambda r: _two_images_one_label(r),
+            "images/b.jpg and images/b.png share labels/b.txt",
+        ),
+        (
+            "yolo",
             lambda r: (r / "classes.txt").write_text("cat\ndog\ncat\n"),
             "classes.txt: class 2: the class name 'cat' is already the name of",
         ),  # fmt: skip
@@ -325,6 +341,10 @@ def _voc_edit(root: Path, name: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def _two_images_one_label(root: Path) -> None:
+    (root / "images/a.jpg").rename(root / "images/b.png")  # (b.jpg's labels/b.txt for both)
+
+
 def _no_names(root: Path, line: str) -> None:
     (root / "classes.txt").unlink()
     (root / "labels/b.txt").write_text(line)
@@ -357,7 +377,7 @@ def test_listed_boxes_pack_into_labels_mxnet_reads(tmp_path: Path) -> None:
 
 # --- hostile annotation files: a clear error or a listing, never a traceback -------------
 
-_FIELD = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+_FIELD = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.just(10**400),
                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
                    st.lists(st.integers(-5, 100), max_size=5))  # fmt: skip
 _COCO = st.fixed_dictionaries({

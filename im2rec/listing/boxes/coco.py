@@ -14,7 +14,6 @@ box with nothing left; images come in the order of their ids."""
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from typing import Any
 
@@ -29,6 +28,7 @@ from .common import (
     check_box,
     check_size,
     class_order,
+    finite,
     image_label,
     read_text,
 )
@@ -116,11 +116,11 @@ def read_coco(root: str, options: BoxOptions) -> Scan:
         if crowd and options.crowd == "skip":
             continue
         bbox = _field(ann, "bbox", list, where)
-        if len(bbox) != 4 or not all(map(_finite, bbox)):
+        if len(bbox) != 4 or not all(map(finite, bbox)):
             raise DatasetError(f"{where}: bbox {bbox!r:.60} is not [x, y, width, height] in pixels")
         if gluoncv:
             area = ann.get("area")
-            if not _finite(area):
+            if not finite(area):
                 raise DatasetError(f"{where}: area {area!r:.40} is not a number (GluonCV reads it)")
             if ann.get("ignore", 0) == 1 or area <= 0:
                 skips[IGNORED if ann.get("ignore", 0) == 1 else NO_AREA].append(f"annotation {k}")
@@ -151,10 +151,6 @@ def read_coco(root: str, options: BoxOptions) -> Scan:
     if not entries:
         raise DatasetError(f"{path}: no annotated images")
     return Scan(root, entries, classes, dict(skips))
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _box(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -29,6 +29,7 @@ __all__ = [
     "MAX_SIDE",
     "check_box",
     "check_size",
+    "finite",
     "class_labels",
     "class_order",
     "image_label",
@@ -119,12 +120,23 @@ def read_names(path: str, what: str) -> list[str]:
     return names
 
 
+def finite(value: Any) -> bool:
+    """Whether ``value`` is a number (not a bool) that is finite as a float
+    (JSON's integers have no bound: ``10**400`` is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_size(where: str, width: float, height: float) -> tuple[float, float]:
     """An image's ``(width, height)`` from an annotation: finite, from 1 to
     :data:`MAX_SIDE`; DatasetError naming ``where`` otherwise."""
-    if not all(math.isfinite(v) and 1 <= v <= MAX_SIDE for v in (width, height)):
+    if not all(finite(v) and 1 <= v <= MAX_SIDE for v in (width, height)):
         raise DatasetError(
-            f"{where}: the image size {width:g} x {height:g} is not a size in pixels (1 to "
+            f"{where}: the image size {width!r:.20} x {height!r:.20} is not a size in pixels (1 to "
             f"{MAX_SIDE:,}); fix the annotation"
         )
     return float(width), float(height)

@@ -123,8 +123,15 @@ def read_yolo(root: str, options: BoxOptions) -> Scan:
     entries = BoxEntries()
     skipped: list[str] = []
     most = -1
+    stems: dict[str, str] = {}
     for rel in _images(images_dir):
         stem = os.path.splitext(rel)[0]
+        if stem in stems:  # (a.jpg and a.png: one labels/a.txt would label both)
+            raise DatasetError(
+                f"{root}: images/{stems[stem]} and images/{rel} share labels/{stem}.txt; "
+                "rename one (YOLO finds an image's labels by its name without extension)"
+            )
+        stems[stem] = rel
         label_file = os.path.join(labels_dir, f"{stem}.txt")
         rows = _objects(label_file, MAX_CLASSES if classes is None else len(classes))
         if not rows and not options.keep_empty:
