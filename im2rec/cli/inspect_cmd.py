@@ -11,7 +11,7 @@ import click
 from ..inspect.scanning import rebuild_index
 from ..inspect.summary import summarise
 from ..inspect.verifying import verify
-from ..listing.lstfile import class_map_beside, read_class_map
+from ..listing.classmap import class_map_beside, read_class_map
 from ..storage import is_url, sibling
 from .common import (
     DASH_REC,

@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 
 from ..errors import ConfigError
+from ..listing.classmap import read_class_order
 from ..listing.lstfile import printable
 from ..listing.making import DEFAULT_EXTS, IM2REC_SEED, ListOptions, ListResult, make_lists
 from ..storage import is_url
@@ -121,8 +122,17 @@ def _split_exts(
     "--classes",
     "classes_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="With --boxes: class names, one a line, in label order. "
-    "[default: VOC names sorted, COCO categories by id, YOLO's classes.txt]",
+    help="The class order: a class map (PREFIX.classes.tsv, to list a split as its sibling "
+    "was) or names one a line. [default: folders in walk order; with --boxes: VOC names "
+    "sorted, COCO categories by id, YOLO's classes.txt]",
+)
+@click.option(
+    "--splits/--no-splits",
+    default=True,
+    show_default=True,
+    help="With --recursive: a ROOT whose folders are train/, val/, test/ (training, valid, "
+    "validation, dev, testing) is listed a split at a time, PREFIX_train.lst and so on, "
+    "with one class map for all; --no-splits lists it as one tree.",
 )
 @click.option(
     "--keep-empty",
@@ -165,6 +175,7 @@ def list_command(
     image_set: str | None,
     annotations: str | None,
     classes_file: str | None,
+    splits: bool,
     keep_empty: bool,
     crowd: str,
     convention: str,
@@ -194,10 +205,12 @@ def list_command(
       rec list coco/val2017 --boxes coco --annotations coco/annotations/instances_val2017.json
     """
     with handle_errors():
+        names = read_class_order(classes_file) if classes_file else None
         options = ListOptions(
             recursive=recursive, exts=exts, chunks=chunks, train_ratio=train_ratio,
             test_ratio=test_ratio, shuffle=shuffle, seed=seed, follow_links=follow_links,
-            stratify=stratify, min_per_class=min_per_class,
+            stratify=stratify, min_per_class=min_per_class, splits=splits,
+            classes=None if names is None or boxes is not None else tuple(names),
         )  # fmt: skip
         out = prefix if prefix is not None else _default_prefix(root)
         box_options = None
@@ -205,16 +218,14 @@ def list_command(
             from ..listing.boxes import BoxOptions, Convention, Crowd, Format  # (numpy)
 
             _refuse_folder_options(boxes)
-            names = _read_classes(classes_file) if classes_file else None
             box_options = BoxOptions(
                 cast(Format, boxes), image_set=image_set, annotations=annotations,
                 classes=names, keep_empty=keep_empty, crowd=cast(Crowd, crowd),
                 convention=cast(Convention, convention),
             )  # fmt: skip
-        elif any((image_set, annotations, classes_file, keep_empty, convention != "im2rec")):
+        elif any((image_set, annotations, keep_empty, convention != "im2rec")):
             raise ConfigError(
-                "--image-set, --annotations, --classes, --keep-empty and --convention apply "
-                "to --boxes"
+                "--image-set, --annotations, --keep-empty and --convention apply to --boxes"
             )
         with progress_counter(_describe, quiet=quiet or as_json) as on_progress:
             result = make_lists(
@@ -236,12 +247,6 @@ def _refuse_folder_options(boxes: str) -> None:
             raise ConfigError(
                 f"{flag} walks folders; --boxes {boxes} lists what the annotations name"
             )
-
-
-def _read_classes(path: str) -> list[str]:
-    from ..listing.boxes import read_names
-
-    return read_names(path, "classes file")
 
 
 def _default_prefix(root: str) -> str:
@@ -273,6 +278,10 @@ def _report_skipped(result: ListResult) -> None:
     console.print(f"All skipped files are listed in {result.skipped_report}")
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
 def _print_summary(result: ListResult) -> None:
     scan = result.scan
     console = out_console()
@@ -287,15 +296,29 @@ def _print_summary(result: ListResult) -> None:
     for path, n in result.lists:
         table.add_row(path, f"{n:,}")
     console.print(table)
+    if result.splits:
+        folders = ", ".join(f"{folder}/" for folder, _ in result.splits)
+        console.print(
+            f"The folders {folders} are splits: each is its own list, and the "
+            f"{len(scan.classes):,} classes of all of them share one class map "
+            "(--no-splits: one tree)",
+            markup=False,
+        )
     classes = result.to_dict()["classes"]
     counts = [c["images"] for c in classes]
-    if classes and "objects" in classes[0]:
+    boxes = bool(classes) and "objects" in classes[0]
+    if boxes:
         console.print(f"Objects: {sum(c['objects'] for c in classes):,}")
     if len(counts) <= _SHOW_CLASSES:
         shown = ", ".join(
-            f"{label} {scan.classes[label]} ({n:,})" for label, n in enumerate(counts)
+            f"{c['label']} {scan.classes[c['label']]} ({_count(c['images'], 'image')}"
+            + (f", {_count(c['objects'], 'box', 'boxes')})" if boxes else ")")
+            for c in classes
         )
         console.print(f"Classes: {shown}", markup=False)
     else:
-        console.print(f"Classes: {min(counts):,} to {max(counts):,} images each")
+        console.print(
+            f"Classes: {min(counts):,} to {max(counts):,} images each"
+            + (" (holding one of its boxes)" if boxes else "")
+        )
     console.print(f"Class map: {result.class_map}; run record: {result.manifest}", markup=False)

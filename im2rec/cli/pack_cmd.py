@@ -14,6 +14,7 @@ from ..errors import MissingFileError
 from ..executors import LocalExecutor, default_workers
 from ..listing.finding import find_lists
 from ..packing import PackOptions, PackResult, all_failed, likely_cause, pack_list
+from ..packing.preflight import check_list
 from .common import (
     InputPath,
     count_text,
@@ -125,6 +126,12 @@ __all__ = ["pack_command"]
     help="Also write NAME.global.idx: one index over all shards, offsets counted across "
     "them in order (for DALI's readers.mxnet).",
 )
+@click.option(
+    "--allow-class-mismatch",
+    is_flag=True,
+    help="Pack a list whose class map labels a class otherwise than a sibling split's "
+    "(refused by default: the splits of one dataset need one class map).",
+)
 @click.option("--strict", is_flag=True, help="Exit 1 if any image failed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
@@ -146,6 +153,7 @@ def pack_command(
     executor: str,
     scheduler: str | None,
     global_index: bool,
+    allow_class_mismatch: bool,
     strict: bool,
     as_json: bool,
     quiet: bool,
@@ -185,6 +193,8 @@ def pack_command(
 
             require_dask()  # before any work: a missing extra is a setup mistake
         lists = _find_lists(targets)
+        for lst in lists:  # every list checked before any is packed
+            check_list(lst, options, allow_class_mismatch=allow_class_mismatch)
         with ExitStack() as stack:
             # Workers re-encoding images need Pillow; pass-through reads in threads.
             preload = [] if pass_through else ["im2rec.packing", "im2rec.imaging.codec"]

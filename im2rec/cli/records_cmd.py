@@ -12,7 +12,7 @@ import click
 from ..inspect.merging import merge_recs
 from ..inspect.sheets import contact_sheet
 from ..inspect.unpacking import unpack_rec
-from ..listing.lstfile import class_map_beside, read_class_map
+from ..listing.classmap import class_map_beside, read_class_map
 from ..storage import is_url
 from .common import (
     DASH_REC,

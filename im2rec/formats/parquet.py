@@ -35,7 +35,7 @@ from typing import Any
 from ..errors import ConfigError, DatasetError
 from ..imaging.headers import image_extension
 from ..inspect.scanning import header_at, walk_records
-from ..listing.lstfile import class_map_beside, classes_named, read_class_map
+from ..listing.classmap import class_map_beside, classes_named, read_class_map
 from ..recordio import RecordReader, unpack
 from ..recordio.sequential import sequential_records
 from ..storage import exists, sibling

@@ -27,7 +27,8 @@ from typing import Any, TypedDict
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..executors import LocalExecutor
-from ..listing.lstfile import class_map_text, format_lst_line
+from ..listing.classmap import class_map_text
+from ..listing.lstfile import format_lst_line
 from ..packing import PackOptions, pack_list
 from ..recordio.manifests import dump, load_pack_manifest
 from ..storage.atomic import open_output, own_folder, write_file

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import DatasetError, RecordFormatError
 from ..imaging.headers import image_extension
-from ..listing.lstfile import read_class_map
+from ..listing.classmap import read_class_map
 from ..recordio import RecordReader, read_record, unpack
 from ..storage.atomic import AtomicGroup, fresh_folder
 from ..storage.confined import ConfinedWriter

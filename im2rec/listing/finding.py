@@ -36,9 +36,11 @@ def find_lists(targets: list[str], cwd: str | os.PathLike[str] = ".") -> list[Pa
         if not matches:
             where = f"in {target}" if os.path.isdir(target) else f"matching {target}*.lst"
             if os.path.isdir(target) and _holds_images(target):
+                name = os.path.basename(os.path.abspath(target))
                 raise MissingFileError(
                     f"no .lst files in {target}, which is a folder of images: list it first, "
-                    f"`rec list {target} --recursive`, then `rec pack {target.rstrip('/')}`"
+                    f"`rec list {target} --recursive` (it writes {name}.lst here), then "
+                    f"`rec pack {name}.lst`"
                 )
             raise MissingFileError(f"no .lst files {where}; make one with `rec list ROOT`")
         found.update(dict.fromkeys(matches))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio.header import stored_label
-from ..storage.confined import relative_name, shown
 from ..storage.files import open_regular, split_lines
 
 _EXACT = float(1 << 24)  # float32 holds every whole number up to here, and nothing overflows
@@ -31,18 +29,11 @@ __all__ = [
     "iter_lst",
     "bad_chars",
     "cannot_carry",
-    "carried",
-    "class_map_beside",
-    "check_class_name",
-    "check_class_names",
-    "class_map_text",
-    "classes_named",
     "format_lst_line",
     "item_line",
     "lst_pieces",
     "lst_text",
     "printable",
-    "read_class_map",
     "read_lst",
 ]
 
@@ -306,144 +297,7 @@ def box_lst_pieces(
         yield "".join(rows)
 
 
-#: the class of the images at the top of a folder listed with --recursive
-ROOT_CLASS = "."
-
-
-def check_class_name(name: str, where: str) -> str:
-    """``name``, when a class map can carry it: it reads back as the same
-    class (:func:`read_class_map` takes each name as a relative path, the
-    folder ``rec unpack`` makes for it); DatasetError naming ``where`` (the
-    file and the category) otherwise. Class names come from annotation files
-    and classes files, which careless tools write with TABs, newlines, ``..``
-    or ``/`` doubled. ``.`` is a class: the images at the top of a folder
-    listed with ``--recursive`` (as im2rec.py labels them)."""
-    if name == ROOT_CLASS:
-        return name
-    back = relative_name(name, where)
-    if back != name:
-        raise DatasetError(
-            f"{where}: the class name {shown(name)} would read back from the class map as "
-            f"{shown(back)}; rename the class"
-        )
-    return name
-
-
-def carried(name: str) -> bool:
-    """Whether a class map carries ``name`` (:func:`check_class_name`)."""
-    try:
-        check_class_name(name, "")
-    except DatasetError:
-        return False
-    return True
-
-
-def check_class_names(names: Iterable[tuple[str, str]]) -> None:
-    """Every ``(name, where)`` a class map can carry (:func:`check_class_name`),
-    and no name twice: two classes of one name would be one class to every
-    reader of the map (DatasetError naming both places)."""
-    seen: dict[str, str] = {}
-    for name, where in names:
-        check_class_name(name, where)
-        if name in seen:
-            raise DatasetError(
-                f"{where}: the class name {shown(name)} is already the name of {seen[name]}; "
-                "two classes of one name cannot be told apart: rename one"
-            )
-        seen[name] = where
-
-
-def class_map_text(classes: list[str]) -> str:
-    """The class map: one ``label<TAB>folder`` line per class, in label
-    order. Every name must be one a class map carries
-    (:func:`check_class_names`: a reader of the names checked them, naming
-    where they came from); ValueError otherwise."""
-    for label, name in enumerate(classes):
-        try:
-            check_class_name(name, f"class {label}")
-        except DatasetError as exc:
-            raise ValueError(str(exc)) from None
-    return "".join(f"{label}\t{folder}\n" for label, folder in enumerate(classes))
-
-
 def printable(path: str) -> str:
     """A path for reports: undecodable bytes and control characters escaped."""
     text = path.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def classes_named(mapped: int) -> int:
-    """How many labels (0 to this, exclusive) a class map of ``mapped``
-    classes may number: its readers list the names by label, so the gaps
-    are bounded (at most as many again, and 1,024)."""
-    return 2 * mapped + 1024
-
-
-#: the largest class map read (WebFace42M's 2M identities take 40 MB)
-MAX_CLASS_MAP = 256 << 20
-
-
-def read_class_map(path: str | os.PathLike[str]) -> dict[int, str]:
-    """``rec list``'s ``PREFIX.classes.tsv``: ``label<TAB>folder`` lines.
-    Each folder must be a relative path (:func:`~im2rec.storage.confined.relative_name`):
-    a map is often someone else's file, and its names become folders (``.``,
-    the class of the images at the top of a recursive listing, is the top
-    folder). Its
-    labels number its classes from 0, with gaps of at most as many again
-    (a label past ``2 * lines + 1024`` is refused): readers make a list of
-    the class names by label, so a map's one line must not make it a
-    billion long. At most :data:`MAX_CLASS_MAP` bytes."""
-    classes: dict[int, str] = {}
-    try:
-        fd, size = open_regular(path)
-    except FileNotFoundError:
-        raise MissingFileError(f"{path}: class map not found") from None
-    with os.fdopen(fd, "rb") as f:
-        if size > MAX_CLASS_MAP:
-            raise DatasetError(f"{path}: {size:,} bytes, more than a class map holds")
-        data = f.read(MAX_CLASS_MAP + 1)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,})") from None
-    top = (-1, 0)  # the largest label and its line
-    for lineno, line in enumerate(split_lines(text), 1):
-        if not line.strip():
-            continue
-        label, sep, folder = line.partition("\t")
-        label = label.strip()
-        if not sep or not (label.isascii() and label.isdigit()):
-            raise DatasetError(f"{path}:{lineno}: expected `label<TAB>folder`, got {line!r}")
-        if int(label) in classes:
-            raise DatasetError(f"{path}:{lineno}: label {label} is already mapped")
-        if folder != ROOT_CLASS:
-            folder = relative_name(folder, f"{path}:{lineno}")
-        classes[int(label)] = folder
-        top = max(top, (int(label), lineno))
-    if top[0] >= classes_named(len(classes)):
-        raise DatasetError(
-            f"{path}:{top[1]}: label {top[0]:,} in a map of {len(classes):,} classes; a class "
-            "map numbers its classes from 0 (rec list writes 0..K-1)"
-        )
-    return classes
-
-
-#: What rec list and rec pack add to a prefix: ``_3`` (a chunk), ``_train``
-#: (a split), ``-00001-of-00004`` (a shard).
-_LIST_SUFFIX = re.compile(r"(-\d{5}-of-\d{5})$|(_(train|val|test))$|(_\d+)$")
-
-
-def class_map_beside(rec: str | os.PathLike[str]) -> Path | None:
-    """The class map ``rec list`` wrote for the list ``rec`` was packed
-    from: ``PREFIX.classes.tsv`` beside it, where ``rec`` is
-    ``PREFIX[_CHUNK][_SPLIT][-SHARD].rec``; None if there is none."""
-    path = Path(rec)
-    stem = path.stem
-    while True:
-        candidate = path.with_name(f"{stem}.classes.tsv")
-        if candidate.is_file():
-            return candidate
-        shorter = _LIST_SUFFIX.sub("", stem)
-        if shorter in (stem, ""):
-            return None
-        stem = shorter

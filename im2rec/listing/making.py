@@ -35,9 +35,11 @@ from ..errors import ConfigError, DatasetError, MissingFileError
 from ..storage import is_url, read_bytes, write_bytes
 from ..storage.atomic import AtomicGroup
 from ..storage.files import parse_json, read_json
+from .classmap import class_map_text
 from .entries import BoxEntries, Entry, EntryView, labels_of, shuffle_positions
-from .lstfile import box_lst_pieces, class_map_text, lst_pieces, printable
+from .lstfile import box_lst_pieces, lst_pieces, printable
 from .records import LISTS_FORMAT, ListsRecord, dump, load_lists_record
+from .splits import relabel, scan_splits, split_folders
 from .walking import (
     DEFAULT_EXTS,
     IM2REC_SEED,
@@ -150,13 +152,15 @@ def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ListResult:
-    """What :func:`make_lists` wrote."""
+    """What :func:`make_lists` wrote; ``splits``: ``(folder, split)`` of a
+    pre-split root (:mod:`.splits`), listed split by split."""
 
     scan: Scan
     lists: list[tuple[str, int]]  # (path, images)
     class_map: str
     manifest: str
     skipped_report: str | None
+    splits: list[tuple[str, str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +168,7 @@ class ListResult:
             "class_map": self.class_map,
             "manifest": self.manifest,
             "skipped_report": self.skipped_report,
+            "splits": None if self.splits is None else dict(self.splits),
         }
 
 
@@ -183,12 +188,21 @@ def make_lists(
     later ``rec pack PREFIX`` cannot pick up stale ones. With ``boxes``,
     ``root`` is an annotation set (:mod:`.boxes`) and the lists are
     detection lists."""
+    splits = None
+    parts: list[tuple[str, array[int]]] = []
     if boxes is not None:
         from .boxes import read_boxes  # (numpy: only for annotation sets)
 
         scan = read_boxes(os.fspath(root), boxes)
+    elif (
+        options.recursive and options.splits and (splits := split_folders(os.fspath(root), options))
+    ):
+        _refuse_ratios(options, splits)
+        scan, parts = scan_splits(os.fspath(root), options, splits, on_progress)
     else:
         scan = scan_folder(root, options, on_progress)
+        if options.classes is not None:
+            scan = relabel(scan, options.classes)
     if strict and scan.skipped:
         counts = ", ".join(f"{len(paths)} {reason}" for reason, paths in scan.skipped.items())
         raise DatasetError(f"{scan.root}: {counts}; nothing written (--strict)")
@@ -208,7 +222,7 @@ def make_lists(
             return box_lst_pieces(entries, found.values)
         return lst_pieces(entries, label_texts)
 
-    planned = plan_lists(scan.entries, options)
+    planned = plan_lists(scan.entries, options) if not parts else _split_lists(scan, parts, options)
     for suffix, entries in planned:
         lists.append((f"{prefix_s}{suffix}.lst", len(entries)))
     texts.append((names["classes.tsv"], class_map_text(scan.classes)))
@@ -216,7 +230,7 @@ def make_lists(
     if report:
         rows = (f"{r}\t{printable(p)}\n" for r, paths in scan.skipped.items() for p in paths)
         texts.append((report, "".join(rows)))
-    result = ListResult(scan, lists, names["classes.tsv"], names["lists.json"], report)
+    result = ListResult(scan, lists, names["classes.tsv"], names["lists.json"], report, splits)
     done = result.to_dict()
     record: ListsRecord = {
         "format": LISTS_FORMAT, "root": done["root"], "images": done["images"],
@@ -248,6 +262,36 @@ def make_lists(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
     return result
+
+
+def _refuse_ratios(options: ListOptions, splits: list[tuple[str, str]]) -> None:
+    """The options that cut one list into splits, for a root whose folders
+    are the splits already: refused, saying what to do."""
+    cutting = [name for name, on in (
+        ("--train-ratio", options.train_ratio != 1.0), ("--test-ratio", options.test_ratio != 0.0),
+        ("--chunks", options.chunks != 1), ("--stratify", options.stratify),
+        ("--min-per-class", options.min_per_class != 0),
+    ) if on]  # fmt: skip
+    if cutting:
+        folders = ", ".join(f"{folder}/" for folder, _ in splits)
+        raise ConfigError(
+            f"{' and '.join(cutting)} cut one list, and this root's folders ({folders}) are "
+            "its splits already: drop the option, or pass --no-splits to list the root as "
+            "one tree"
+        )
+
+
+def _split_lists(
+    scan: Scan, parts: list[tuple[str, array[int]]], options: ListOptions
+) -> list[tuple[str, Sequence[Entry]]]:
+    """A pre-split root's lists: ``_train``, ``_val``, ``_test``, each
+    shuffled as a list of its own (im2rec.py's shuffle, the same seed)."""
+    out: list[tuple[str, Sequence[Entry]]] = []
+    for split, positions in parts:
+        if options.shuffle:
+            shuffle_positions(positions, random.Random(options.seed))
+        out.append((f"_{split}", EntryView(scan.entries, positions)))
+    return out
 
 
 def _previous_lists(manifest: str, prefix: str) -> set[str]:

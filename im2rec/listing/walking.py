@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError, DatasetError, MissingFileError
 from ..storage import is_url
 from .buckets import walk_prefix
+from .classmap import carried
 from .entries import Entries, Entry
-from .lstfile import bad_chars, cannot_carry, carried
+from .lstfile import bad_chars, cannot_carry
 
 __all__ = ["DEFAULT_EXTS", "IM2REC_SEED", "ListOptions", "Scan", "scan_folder"]
 
@@ -54,6 +55,11 @@ class ListOptions:
     follow_links: bool = True
     stratify: bool = False
     min_per_class: int = 0
+    #: list a root whose folders are splits (train/, val/, test/) split by split
+    #: with one class map (``im2rec.listing.splits``); False: as one tree
+    splits: bool = True
+    #: the class order (a --classes file), instead of the walk's
+    classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.chunks < 1:

@@ -323,6 +323,17 @@ def replaceable(
     saved, size = made_with(manifest), manifest["rec"]["bytes"]
     if saved != state:
         why = differences(saved, state, lst)
+        was = saved.get("options") if isinstance(saved, dict) else None
+        if (
+            isinstance(was, dict)
+            and was.get("pack_label")
+            and not state["options"].get("pack_label")
+        ):
+            advice = (  # (--overwrite would pack it again with each line's first label only)
+                f"run again with --pack-label to keep every label of each line ({name} holds "
+                f"them: a detection rec its boxes); --overwrite would replace it with the "
+                "first label only"
+            )
         raise DatasetError(f"{rec}: already packed {why}; {advice}")
     if size != size_now:
         raise DatasetError(

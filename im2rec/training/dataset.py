@@ -25,7 +25,7 @@ from PIL import ImageOps, UnidentifiedImageError
 
 from ..errors import ConfigError, DatasetError, ImageCodecError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
-from ..listing.lstfile import class_map_beside, read_class_map
+from ..listing.classmap import class_map_beside, disagreeing_map, read_class_map
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
 from ..recordio.reader import SPAN_LIMIT
@@ -92,8 +92,11 @@ class RecordDataset:
     has them: the class names in label order and the name -> label map,
     from the class map ``rec list`` wrote (``class_map``; by default
     ``PREFIX.classes.tsv`` beside a local ``.rec``, see
-    :func:`~im2rec.listing.lstfile.class_map_beside`); empty when there is
-    none.
+    :func:`~im2rec.listing.classmap.class_map_beside`); empty when there is
+    none. A map found beside the ``.rec`` that labels a class otherwise than
+    a sibling split's (:func:`~im2rec.listing.classmap.disagreeing_map`) is
+    refused (DatasetError naming both); ``class_map=`` reads with the map
+    given.
 
     An image that does not decode (in this class or in ``transform``) raises
     :class:`~im2rec.errors.ImageCodecError` naming its key and byte offset.
@@ -182,6 +185,12 @@ class RecordDataset:
             self.keys = range(1, first)
         if class_map is None and not is_url(rec):
             class_map = class_map_beside(rec)
+            why = disagreeing_map(class_map) if class_map is not None else None
+            if why is not None:  # (a split listed on its own: its labels are not its sibling's)
+                raise DatasetError(
+                    f"{self.reader.name}: {why}; or pass class_map= to read it with the map "
+                    "you choose"
+                )
         labels_of = read_class_map(class_map) if class_map is not None else {}
         #: the class names in label order (a label with no name: its number)
         self.classes: list[str] = [

@@ -41,7 +41,7 @@ def test_default_output_is_named_after_root_in_cwd(
         "example.lst",
     ]
     assert "Listed 5 images in 3 classes" in out and "example.lst" in out
-    assert "Classes: 0 . (1), 1 cats (2), 2 dogs (2)" in out
+    assert "Classes: 0 . (1 image), 1 cats (2 images), 2 dogs (2 images)" in out
     manifest = json.loads((work / "example.lists.json").read_text())
     assert manifest["root"] == str(tree) and manifest["options"]["recursive"] is True
 

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from im2rec.cli import main
-from im2rec.listing.lstfile import read_class_map, read_lst
+from im2rec.listing.classmap import read_class_map
+from im2rec.listing.lstfile import read_lst
 from im2rec.recordio import IndexedRecordReader, unpack
 from im2rec.recordio.detection import problem, read_label
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from ...errors import ConfigError, DatasetError
 from ...storage.confined import relative_name
-from ..lstfile import cannot_carry, check_class_names
+from ..classmap import check_class_names
+from ..lstfile import cannot_carry
 from ..walking import Scan
 from .common import (
     MAX_OBJECTS,

@@ -13,8 +13,8 @@ from ...errors import ConfigError, DatasetError, MissingFileError
 from ...recordio.detection import make_label
 from ...storage import read_bytes
 from ...storage.files import split_lines
+from ..classmap import check_class_names
 from ..entries import BOX_OBJECT, BoxEntries
-from ..lstfile import check_class_names
 
 __all__ = [
     "FORMATS",
@@ -96,7 +96,7 @@ def read_text(path: str, limit: int, what: str) -> str:
 def class_order(given: list[str], where: str) -> dict[str, int]:
     """Class name -> label for the classes ``given`` in label order (a
     classes file, ``--classes``): each a name a class map carries, none
-    twice (:func:`~im2rec.listing.lstfile.check_class_names`)."""
+    twice (:func:`~im2rec.listing.classmap.check_class_names`)."""
     check_class_names((name, f"{where}: class {k}") for k, name in enumerate(given))
     return {name: i for i, name in enumerate(given)}
 

@@ -22,7 +22,8 @@ from typing import Any
 from ...errors import DatasetError
 from ...storage.confined import relative_name
 from ...storage.files import split_lines
-from ..lstfile import cannot_carry, check_class_name
+from ..classmap import check_class_name
+from ..lstfile import cannot_carry
 from ..walking import Scan
 from .common import (
     BoxEntries,
