@@ -10,6 +10,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
 
     Im2RecError
     ├── RecordFormatError (ValueError)      a .rec frame or header is not what the format allows
+    │   ├── NotRecordIOError                not a .rec at all: a list, an index (CLI: exit 2)
     │   ├── TruncatedRecordError            the file ends inside a header, payload or split record
     │   └── RecordTooLargeError             a record of 2**29 bytes or more cannot be framed
     ├── IndexFormatError (ValueError)       a malformed .idx line, an offset past the end
@@ -36,6 +37,7 @@ __all__ = [
     "Im2RecError",
     "IndexFormatError",
     "MissingFileError",
+    "NotRecordIOError",
     "ModeError",
     "OutputError",
     "RecordFormatError",
@@ -51,6 +53,14 @@ class Im2RecError(Exception):
 
 class RecordFormatError(Im2RecError, ValueError):
     """A ``.rec`` file breaks the RecordIO framing or header layout."""
+
+
+class NotRecordIOError(RecordFormatError):
+    """The file given as a ``.rec`` is no RecordIO file at all, but what
+    people give a ``.rec`` command by mistake (a list, an index, an image):
+    a usage mistake, which the command line reports with exit code 2."""
+
+    exit_code = 2
 
 
 class TruncatedRecordError(RecordFormatError):

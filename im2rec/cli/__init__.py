@@ -83,16 +83,45 @@ COMMANDS = {
 }
 
 
-def _owner_of(option: str, command: str | None) -> str | None:
-    """The other command that takes ``option``, if one does."""
+def _owners_of(option: str, command: str | None) -> list[str]:
+    """The other commands that take ``option``."""
+    owners = []
     for name in sorted(COMMANDS):
         if name == command:
             continue
         module, attr = COMMANDS[name].split(":")
         other = getattr(importlib.import_module(module, __package__), attr)
         if any(option in p.opts or option in p.secondary_opts for p in other.params):
-            return name
-    return None
+            owners.append(name)
+    return owners
+
+
+#: what to say of an option a command does not take, where that is not
+#: only whose option it is
+_INSTEAD = {
+    ("pack", "-o"): "rec pack writes each .rec beside its list (NAME.lst -> NAME.rec and "
+    "NAME.idx); to choose the name, name the list: `rec list ROOT -o NAME`",
+    ("pack", "--output"): "rec pack writes each .rec beside its list (NAME.lst -> NAME.rec "
+    "and NAME.idx); to choose the name, name the list: `rec list ROOT -o NAME`",
+}
+
+
+def _whose(option: str, command: str | None) -> str | None:
+    """What to say of ``option`` given to ``command``, which does not take
+    it, or None when no other command takes it either."""
+    instead = _INSTEAD.get((command or "", option))
+    owners = _owners_of(option, command)
+    if instead is not None:
+        return instead
+    if not owners:
+        return None
+    if len(owners) == 1:
+        said = f"it is an option of `rec {owners[0]}`"
+    else:
+        said = f"it is an option of {', '.join(f'`rec {o}`' for o in owners)}"
+    if {command, *owners} <= {"list", "pack"}:  # (im2rec.py's one command line, split in two)
+        said += " (im2rec.py took listing and packing options in one command line)"
+    return said
 
 
 class LazyGroup(click.Group):
@@ -148,13 +177,9 @@ class LazyGroup(click.Group):
         except click.NoSuchOption as exc:
             command = exc.ctx.info_name if exc.ctx else None
             said = f"No such option {exc.option_name!r} for `rec {command}`"
-            owner = _owner_of(exc.option_name, command)
-            if owner:
-                raise click.UsageError(
-                    f"{said}: it is an option of `rec {owner}` (im2rec.py took every option in "
-                    "one command line; rec splits listing from packing)",
-                    ctx=exc.ctx,
-                ) from exc
+            whose = _whose(exc.option_name, command)
+            if whose:
+                raise click.UsageError(f"{said}: {whose}", ctx=exc.ctx) from exc
             close = _closest_options(exc.option_name, exc.ctx.command) if exc.ctx else []
             raise click.UsageError(f"{said}.{_did_you_mean(close)}", ctx=exc.ctx) from exc
 

@@ -14,10 +14,12 @@ from ..errors import (
     DuplicateKeyError,
     IndexFormatError,
     MissingFileError,
+    NotRecordIOError,
     RecordFormatError,
     TruncatedRecordError,
 )
 from ..recordio import RecordIndex, RecordReader
+from ..recordio.framing import not_recordio
 from ..recordio.index import index_arrays
 from ..storage.atomic import AtomicGroup
 from ..storage.files import open_regular
@@ -55,6 +57,13 @@ def merge_recs(
     for path in map(Path, inputs):
         if not path.exists():
             raise MissingFileError(f"{path}: record file not found")
+        fd, _ = open_regular(path)
+        try:
+            wrong = not_recordio(str(path), os.pread(fd, 4, 0))
+        finally:
+            os.close(fd)
+        if wrong is not None:  # (before its .idx, which a list or an image has none of)
+            raise NotRecordIOError(f"{wrong}; nothing was merged")
         these, offs = _checked_index(path.with_suffix(".idx"))
         sizes.append(_check_whole(path, offs))
         keys.append(None if renumber else these)
@@ -173,6 +182,8 @@ def _check_whole(path: Path, offsets: np.ndarray) -> int:
     found = array("q")
     try:
         found.extend(_padded(buf, item, path) for item in walk_records(reader))
+    except NotRecordIOError as exc:
+        raise NotRecordIOError(f"{exc}; nothing was merged") from None
     except RecordFormatError as exc:
         raise type(exc)(f"{exc}; nothing was merged: check it with `rec verify {path}`") from None
     finally:

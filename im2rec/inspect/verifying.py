@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import Im2RecError
 from ..recordio import RecordReader, read_index_entries, read_record, unpack
-from ..recordio.framing import LENGTH_MASK, Buffer
+from ..recordio.framing import LENGTH_MASK, Buffer, not_recordio
 from ..recordio.index import index_arrays
 from ..recordio.manifests import load_pack_manifest
 from ..storage import exists, sibling
@@ -75,6 +75,10 @@ def verify(
     counted) and a pack manifest's SHA-256s (``manifest``)."""
     reader = RecordReader(path)
     buf, size = reader.mapping()
+    wrong = not_recordio(reader.name, buf[0 : min(4, size)])
+    if wrong is not None:  # (a list or an index: one line, not a line per offset)
+        reader.close()
+        raise wrong
     result = VerifyResult(reader.name, size)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
     broken = 0  # records whose label is no detection label

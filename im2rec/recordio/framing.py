@@ -24,7 +24,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import native
-from ..errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
+from ..errors import (
+    NotRecordIOError,
+    RecordFormatError,
+    RecordTooLargeError,
+    TruncatedRecordError,
+)
 from ..storage.files import FileView
 from ..storage.files import pread as _pread
 
@@ -40,6 +45,7 @@ __all__ = [
     "frame",
     "frame_parts",
     "has_aligned_magic",
+    "not_recordio",
     "whole_frame",
     "needs_split",
     "iter_heads",
@@ -358,7 +364,7 @@ def _truncated(name: str, pos: int, end: int, where: str) -> TruncatedRecordErro
 def _bad_magic(name: str, pos: int, word: int) -> RecordFormatError:
     what = _what_it_is(name, word) if pos == 0 else None
     if what is not None:
-        return RecordFormatError(f"{name}: {what}")
+        return NotRecordIOError(f"{name}: {what}")
     return RecordFormatError(
         f"{name}: no record starts at byte {pos:,} (found 0x{word:08X}, expected "
         f"magic 0x{MAGIC:08X}); the file is not RecordIO, is damaged, or the "
@@ -368,6 +374,15 @@ def _bad_magic(name: str, pos: int, word: int) -> RecordFormatError:
 
 #: what the first bytes of a file that is not RecordIO most often are
 _TEXT = frozenset(b"0123456789\t .-+e\r\n")
+
+
+def not_recordio(name: str, first: bytes) -> NotRecordIOError | None:
+    """The error for a file whose first bytes ``first`` show it is no
+    RecordIO file but a list, an index or an image, or None."""
+    if len(first) < 4 or first[:4] == MAGIC_BYTES:
+        return None
+    what = _what_it_is(name, int.from_bytes(first[:4], "little"))
+    return None if what is None else NotRecordIOError(f"{name}: {what}")
 
 
 def _what_it_is(name: str, word: int) -> str | None:

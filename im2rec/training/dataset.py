@@ -141,6 +141,12 @@ class RecordDataset:
             )
         if output not in ("pil", "numpy", "bytes"):
             raise ValueError(f"output must be 'pil', 'numpy' or 'bytes', not {output!r}")
+        drawer = transform if isinstance(transform, Augmenter) else transforms
+        if isinstance(drawer, Augmenter | DetTransform) and output != "bytes":
+            raise ConfigError(
+                f"{type(drawer).__name__} decodes the stored image bytes itself (only the part "
+                f"its crop keeps): pass output='bytes', not {output!r}"
+            )
         #: whether the transform is torchvision's v2, which takes numpy images as tv_tensors
         self.v2 = is_v2(transforms if transforms is not None else transform)
         if self.v2 and output == "bytes":

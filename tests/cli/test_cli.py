@@ -93,8 +93,24 @@ def test_an_option_of_another_command_says_whose_it_is() -> None:
     assert result.exit_code == 2
     assert (
         "Error: No such option '--no-shuffle' for `rec pack`: it is an option of `rec list` "
-        "(im2rec.py took every option in one command line; rec splits listing from packing)"
+        "(im2rec.py took listing and packing options in one command line)"
     ) in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["pack", "-o", "x"], "rec pack writes each .rec beside its list (NAME.lst -> NAME.rec and "
+      "NAME.idx); to choose the name, name the list: `rec list ROOT -o NAME`"),
+     (["info", "x.rec", "--overwrite"], "it is an option of `rec convert`, `rec export`, "
+      "`rec import`, `rec merge`, `rec pack`, `rec unpack`\n"),
+     (["list", "x", "--num-workers", "2"], "it is an option of `rec imagenet`, `rec pack`\n")],
+)  # fmt: skip
+def test_an_option_of_several_commands_names_them_all(args: list[str], said: str) -> None:
+    """`rec pack -o` said it was `rec convert`'s and spoke of im2rec.py;
+    -o belongs to seven commands, and pack writes beside the list."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert "rec convert`" not in said or "im2rec.py" not in result.output
 
 
 @pytest.mark.parametrize(

@@ -303,3 +303,25 @@ def test_classes_and_class_to_idx_as_image_folder_has_them(tmp_path: Path) -> No
     assert (alone.classes, alone.class_to_idx) == ([], {})
     named = RecordDataset(moved / "x.rec", class_map=tmp_path / "example.classes.tsv")
     assert named.classes == train.classes
+
+
+def test_an_augmenter_on_decoded_images_says_to_read_bytes(tmp_path: Path) -> None:
+    """With the default output='pil' (or 'numpy') the Augmenter failed deep
+    inside, with a TypeError or a ValueError about an array's truth value."""
+    from im2rec.errors import ConfigError
+    from im2rec.training import Augmenter, DetAugmenter, DetTransform
+
+    from .test_iterator import jpeg_rec
+
+    rec = jpeg_rec(tmp_path / "a.rec", 3, (16, 12))
+    augment = Augmenter((3, 8, 8), rand_crop=True)
+    for output in ("pil", "numpy"):
+        with pytest.raises(ConfigError, match=f"pass output='bytes', not '{output}'"):
+            RecordDataset(rec, output=output, transform=augment)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="DetTransform decodes the stored image bytes"):
+            RecordDataset(rec, output=output, labels="boxes",  # type: ignore[arg-type]
+                          transforms=DetTransform(DetAugmenter((3, 8, 8))))  # fmt: skip
+    for image in (Image.new("RGB", (8, 8)), np.zeros((8, 8, 3), np.uint8)):
+        with pytest.raises(ConfigError, match=r"given (Image|ndarray): read the records with"):
+            augment(image)  # type: ignore[arg-type]
+    assert RecordDataset(rec, output="bytes", transform=augment)[0][0].shape == (3, 8, 8)

@@ -378,6 +378,12 @@ class Augmenter:
         the random draws come from a per-process generator seeded from
         :mod:`random` (which torch's DataLoader seeds differently in each
         worker)."""
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise ConfigError(
+                f"Augmenter decodes the stored image bytes itself (only the part its crop "
+                f"keeps), and was given {type(payload).__name__}: read the records with "
+                "RecordDataset(..., output='bytes')"
+            )
         out = reuse.new_array(self.data_shape, self.dtype)
         self.write(payload, out, process_rng())
         return out
