@@ -290,7 +290,7 @@ def _say(result: Any, as_json: bool, quiet: bool, text: str) -> None:
 def _parquet_sources(sources: tuple[str, ...], split: str) -> list[str]:
     """The Parquet files ``rec import parquet`` reads: a dataset folder's
     shards of ``split``, or the files (and globs) given, in order."""
-    from ..formats.hubcard import split_files
+    from ..formats.hubcard import split_files, split_names
     from ..formats.shards import expand_shards
 
     names: list[str] = []
@@ -298,7 +298,11 @@ def _parquet_sources(sources: tuple[str, ...], split: str) -> list[str]:
         if os.path.isdir(source):
             found = split_files(os.path.join(source, "data"), split)
             if not found:
-                raise MissingFileError(f"{source}: no data/{split}-*.parquet shards in it")
+                splits = split_names(os.path.join(source, "data"))
+                there = f"its splits: {', '.join(splits)}" if splits else "it holds no shards"
+                raise MissingFileError(
+                    f"{source}: no data/{split}-*.parquet shards in it; {there} (--split)"
+                )
             names += [str(p) for p in found]
         else:
             names += expand_shards([source])

@@ -235,7 +235,7 @@ def list_command(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     elif not quiet:
-        _print_summary(result)
+        _print_summary(result, options.exts)
 
 
 def _refuse_folder_options(boxes: str) -> None:
@@ -282,7 +282,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
-def _print_summary(result: ListResult) -> None:
+def _print_summary(result: ListResult, exts: tuple[str, ...]) -> None:
     scan = result.scan
     console = out_console()
     console.print(
@@ -321,4 +321,28 @@ def _print_summary(result: ListResult) -> None:
             f"Classes: {min(counts):,} to {max(counts):,} images each"
             + (" (holding one of its boxes)" if boxes else "")
         )
+    _print_passed(result, exts)
     console.print(f"Class map: {result.class_map}; run record: {result.manifest}", markup=False)
+
+
+def _print_passed(result: ListResult, exts: tuple[str, ...]) -> None:
+    """What the listing passed over on purpose, and the option that lists it."""
+    from ..listing.walking import OTHER_EXTENSION
+
+    passed = result.scan.passed
+    console = out_console()
+    others = {what.split()[-1]: n for what, n in passed.items() if what.startswith(OTHER_EXTENSION)}
+    if others:
+        wanted = ",".join([*exts, *others])
+        counted = ", ".join(f"{n:,} {ext}" for ext, n in others.items())
+        console.print(
+            f"Passed over {sum(others.values()):,} image files of other extensions ({counted}); "
+            f"to list them too: --exts {wanted}",
+            markup=False,
+        )
+    for what, n in passed.items():
+        if not what.startswith(OTHER_EXTENSION):
+            what = what.removeprefix("images ")  # (counted: one image, two images)
+            console.print(
+                f"Left out {_count(n, 'image')} {what} (--keep-empty lists them)", markup=False
+            )

@@ -34,28 +34,36 @@ __all__ = ["merge_command", "show_command", "unpack_command"]
 @click.option(
     "--classes",
     type=click.Path(exists=True, dir_okay=False),
-    help="A class map (PREFIX.classes.tsv from rec list): folders by name, not by label.",
+    help="A class map: folders by name, not by label [default: PREFIX.classes.tsv from rec "
+    "list, if it is beside the .rec].",
 )
+@click.option("--by-label", is_flag=True, help="Name the folders by label, even with a class map.")
 @click.option(
     "--force", "--overwrite", is_flag=True, help="Write into OUT_DIR even if it is not empty."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def unpack_command(rec: str, out_dir: str, classes: str | None, force: bool, as_json: bool) -> None:
+def unpack_command(
+    rec: str, out_dir: str, classes: str | None, by_label: bool, force: bool, as_json: bool
+) -> None:
     """Write every image of a .rec back as a file, plus OUT_DIR.lst.
 
-    Images keep their bytes and go to OUT_DIR/LABEL/ID.EXT (or the class
-    map's folder names); OUT_DIR.lst, beside OUT_DIR, packs them again into
-    the same records: `rec pack OUT_DIR.lst --pass-through`.
+    Images keep their bytes and go to OUT_DIR/CLASS/ID.EXT, CLASS named
+    from the class map (the one rec list left beside the .rec, as rec info
+    and rec show find it, or --classes), else the label; OUT_DIR.lst, beside
+    OUT_DIR, packs them again into the same records: `rec pack OUT_DIR.lst
+    --pass-through`.
 
     \b
     Examples:
       rec unpack train.rec images/
-      rec unpack train.rec images/ --classes train.classes.tsv
+      rec unpack train.rec images/ --classes other.classes.tsv
+      rec unpack train.rec images/ --by-label
     """
+    if by_label and classes:
+        raise click.UsageError("--by-label names the folders by label: drop --classes")
     with handle_errors():
-        result = unpack_rec(
-            rec, out_dir, classes=read_class_map(classes) if classes else None, force=force
-        )
+        names = None if by_label else _class_names(rec, classes)
+        result = unpack_rec(rec, out_dir, classes=names, force=force)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
         return

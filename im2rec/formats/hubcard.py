@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import DatasetError, OutputError
 from ..storage.atomic import create_output
 
-__all__ = ["DataFolder", "ShardInfo", "card_text", "split_files"]
+__all__ = ["DataFolder", "ShardInfo", "card_text", "split_files", "split_names"]
 
 _SHARD = re.compile(r"(?P<split>[A-Za-z0-9][A-Za-z0-9_.-]*)-(\d{5})-of-(\d{5})\.parquet")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -42,6 +42,14 @@ def split_files(data: str | os.PathLike[str], split: str) -> list[Path]:
         if m and m.group("split") == split and path.is_file():
             found.append(path)
     return sorted(found)
+
+
+def split_names(data: str | os.PathLike[str]) -> list[str]:
+    """The splits whose shards are in a dataset's ``data`` folder, sorted."""
+    folder = Path(data)
+    if not folder.is_dir():
+        return []
+    return sorted({m.group("split") for p in folder.iterdir() if (m := _SHARD.fullmatch(p.name))})
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,7 @@ def summary(scan: Scan, lists: list[tuple[str, int]]) -> dict[str, Any]:
         "classes": classes,
         "lists": [{"path": path, "images": n} for path, n in lists],
         "skipped": {reason: len(paths) for reason, paths in scan.skipped.items()},
+        "passed_over": dict(scan.passed),
     }
 
 

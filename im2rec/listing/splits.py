@@ -97,7 +97,10 @@ def scan_splits(
     entries = Entries()
     parts: list[tuple[str, array[int]]] = []
     skipped: dict[str, list[str]] = {}
+    passed: dict[str, int] = {}
     for (folder, split), scan in zip(splits, scans, strict=True):
+        for what, n in scan.passed.items():
+            passed[what] = passed.get(what, 0) + n
         positions = array("q")
         for entry in scan.entries:
             positions.append(len(entries))
@@ -105,7 +108,7 @@ def scan_splits(
         parts.append((split, positions))
         for reason, paths in scan.skipped.items():
             skipped.setdefault(reason, []).extend(f"{folder}{os.sep}{p}" for p in paths)
-    return Scan(root, entries, classes, skipped), parts
+    return Scan(root, entries, classes, skipped, passed), parts
 
 
 def relabel(scan: Scan, given: Sequence[str]) -> Scan:
@@ -116,4 +119,4 @@ def relabel(scan: Scan, given: Sequence[str]) -> Scan:
     entries = Entries()
     for entry in scan.entries:
         entries.add(label[scan.classes[entry.label]], entry.path)
-    return Scan(scan.root, entries, classes, scan.skipped)
+    return Scan(scan.root, entries, classes, scan.skipped, scan.passed)

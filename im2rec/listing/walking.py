@@ -26,6 +26,13 @@ IM2REC_SEED = 100  # im2rec.py: random.seed(100)
 
 #: Skip reasons, as they appear in reports and in ``--json``.
 UNSAFE_NAME = "name cannot be stored in a .lst line"
+#: what image files of another extension are counted as (``Scan.passed``)
+OTHER_EXTENSION = "image files not in --exts:"
+#: image extensions a listing counts when ``--exts`` leaves them out
+OTHER_IMAGES = frozenset(
+    ".bmp .dib .gif .webp .tif .tiff .ppm .pgm .pbm .pnm .jp2 .j2k .jpx .avif .heic .heif "
+    ".jxl .ico .tga .jfif .jpe .jpeg .jpg .png .qoi".split()
+)
 #: the skip reason of the images of a class folder whose name a class map
 #: cannot carry as that same name (a backslash, which readers take for a
 #: separator: ``a\b`` reads back as ``a/b``)
@@ -95,6 +102,10 @@ class Scan:
     classes: list[str]
     #: reason -> paths (relative to the root) that were not listed
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    #: what was passed over on purpose, counted (not a problem: ``--strict``
+    #: ignores it): image files of other extensions by extension, images
+    #: with no object (``--keep-empty`` lists them)
+    passed: dict[str, int] = field(default_factory=dict)
 
 
 def scan_folder(
@@ -116,10 +127,11 @@ def scan_folder(
     escaping: list[str] = []  # bucket keys that are no plain paths
     folders = 0
     add = entries.add  # per-image hot loop
+    other_exts: Counter[str] = Counter()
     walk = (
         walk_prefix(root_s, options.exts, options.recursive, refused=escaping)
         if remote
-        else _walk(root_s, options)
+        else _walk(root_s, options, other_exts)
     )
     for rel_dir, names in walk:
         folders += 1
@@ -142,7 +154,8 @@ def scan_folder(
         if on_progress is not None:
             on_progress(folders, len(entries))
     skipped = {UNSAFE_NAME: unsafe, UNCARRIED_CLASS: uncarried, ESCAPING_KEY: escaping}
-    scan = Scan(root_s, entries, list(labels), {k: v for k, v in skipped.items() if v})
+    passed = {f"{OTHER_EXTENSION} {ext}": n for ext, n in sorted(other_exts.items())}
+    scan = Scan(root_s, entries, list(labels), {k: v for k, v in skipped.items() if v}, passed)
     if options.min_per_class:
         scan = drop_small_classes(scan, options.min_per_class)
     if not scan.entries:
@@ -154,16 +167,19 @@ def scan_folder(
     return scan
 
 
-def _walk(root: str, options: ListOptions) -> Iterator[tuple[str, list[str]]]:
+def _walk(
+    root: str, options: ListOptions, passed: Counter[str] | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """Yield ``(folder relative to root, sorted image file names)`` in
-    ``os.walk`` top-down order with sorted folders (what im2rec.py does)."""
+    ``os.walk`` top-down order with sorted folders (what im2rec.py does);
+    ``passed`` counts the image files of other extensions, by extension."""
     exts = frozenset(options.exts)
     # Each stack item: (absolute path, relative path, real paths of the
     # folders above it on this walk), so a link back to any of them is a loop.
     stack: list[tuple[str, str, tuple[str, ...]]] = [(root, ".", (os.path.realpath(root),))]
     while stack:
         path, rel, chain = stack.pop()
-        files, dirs = _list_folder(path, exts)
+        files, dirs = _list_folder(path, exts, passed)
         yield rel, files
         if not options.recursive:
             return
@@ -183,7 +199,9 @@ def _walk(root: str, options: ListOptions) -> Iterator[tuple[str, list[str]]]:
             stack.append((entry.path, child_rel, (*chain, real)))
 
 
-def _list_folder(path: str, exts: frozenset[str]) -> tuple[list[str], list[os.DirEntry[str]]]:
+def _list_folder(
+    path: str, exts: frozenset[str], passed: Counter[str] | None = None
+) -> tuple[list[str], list[os.DirEntry[str]]]:
     try:
         with os.scandir(path) as it:
             found = list(it)
@@ -213,6 +231,8 @@ def _list_folder(path: str, exts: frozenset[str]) -> tuple[list[str], list[os.Di
                 is_file = False
             if is_file:
                 files.append(name)
+        elif passed is not None and dot > 0 and name[dot:].lower() in OTHER_IMAGES:
+            passed[name[dot:].lower()] += 1
     files.sort()
     dirs.sort(key=lambda e: e.name)
     return files, dirs
@@ -239,7 +259,7 @@ def drop_small_classes(scan: Scan, minimum: int) -> Scan:
         else:
             dropped.append(e.path)
     skipped = {**scan.skipped, SMALL_CLASS: dropped}
-    return Scan(scan.root, entries, [scan.classes[old] for old in keep], skipped)
+    return Scan(scan.root, entries, [scan.classes[old] for old in keep], skipped, scan.passed)
 
 
 def nothing_found(root: str, options: ListOptions, scan: Scan) -> str:
@@ -252,6 +272,12 @@ def nothing_found(root: str, options: ListOptions, scan: Scan) -> str:
         with os.scandir(root) as it:
             if any(_is_dir(e) for e in it):
                 hint = "; images in subfolders are listed only with --recursive"
+    others = {what.split()[-1]: n for what, n in scan.passed.items()}
+    if others:
+        counted = ", ".join(f"{n:,} {ext}" for ext, n in others.items())
+        hint += f"; it holds image files of other extensions ({counted}): --exts " + ",".join(
+            [*options.exts, *others]
+        )
     return f"{root}: no images found (extensions {exts}){hint}"
 
 

@@ -193,3 +193,26 @@ def test_the_split_the_docs_describe_is_the_one_rec_list_makes(listed: Path) -> 
     assert per_class("strat_train.lst") == per_class("strat_val.lst") == {0.0: 3, 1.0: 3, 2.0: 3}
     docs = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
     assert "split in\neach class" not in docs and "`--stratify` splits each class" in docs
+
+
+def test_images_of_other_extensions_are_counted_and_the_option_named(tmp_path: Path) -> None:
+    """ "Listed 3 images" of 7, with no word of the 4 left out."""
+    from PIL import Image
+
+    for name in ("a/0.jpg", "a/1.jpg", "a/2.jpg", "b/0.webp", "b/1.webp", "b/2.webp", "a/x.bmp"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        Image.new("RGB", (4, 4)).save(tmp_path / name)
+    (tmp_path / "a" / "notes.txt").write_text("not an image")
+    code, out = run("list", str(tmp_path), "--recursive", "-o", str(tmp_path / "o"))
+    assert code == 0, out
+    assert (
+        "Passed over 4 image files of other extensions (1 .bmp, 3 .webp); to list them too: "
+        "--exts .jpeg,.jpg,.png,.bmp,.webp"
+    ) in out
+    for path in (tmp_path / "a").glob("*.jpg"):
+        path.unlink()
+    code, out = run("list", str(tmp_path), "--recursive", "-o", str(tmp_path / "o"))
+    assert code == 1 and "it holds image files of other extensions (1 .bmp, 3 .webp)" in out
+    code, out = run("list", str(tmp_path), "--recursive", "--exts", ".jpeg,.jpg,.png,.bmp,.webp",
+                    "-o", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0 and "Listed 4 images" in out, out

@@ -58,3 +58,15 @@ def test_show_label_by_class_name(listed: Path) -> None:
     (listed / "example.classes.tsv").unlink()
     code, out = run("show", "example.rec", "-o", "sheet.png", "--label", "class1")
     assert code == 2 and "there is no class map to look it up in" in out
+
+
+def test_unpack_names_the_folders_from_the_class_map_beside_the_rec(listed: Path) -> None:
+    """It wrote folders 0/1/2 while rec info and rec show used the names."""
+    assert run("pack", "--pass-through", "-q")[0] == 0
+    assert run("unpack", "example.rec", "named")[0] == 0
+    assert sorted(p.name for p in (listed / "named").iterdir()) == ["class0", "class1", "class2"]
+    assert run("unpack", "example.rec", "numbered", "--by-label")[0] == 0
+    assert sorted(p.name for p in (listed / "numbered").iterdir()) == ["0", "1", "2"]
+    (listed / "example.classes.tsv").unlink()
+    assert run("unpack", "example.rec", "plain")[0] == 0
+    assert sorted(p.name for p in (listed / "plain").iterdir()) == ["0", "1", "2"]

@@ -199,3 +199,11 @@ def test_a_later_label_widens_the_column(tmp_path: Path, labels: list, kind: str
     ]  # (nothing left of the first try)
     import_parquet(result.shards, tmp_path / "back")
     assert (tmp_path / "back.rec").read_bytes() == (tmp_path / "w.rec").read_bytes()
+
+
+def test_a_mistyped_split_names_the_ones_there(tmp_path: Path, mixed: Path) -> None:
+    export_parquet(mixed, tmp_path / "hub", split="train")
+    export_parquet(mixed, tmp_path / "hub", split="validation")
+    done = rec_cli("import", "parquet", "hub", "--split", "valid", "-o", "x", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "no data/valid-*.parquet shards in it; its splits: train, validation" in done.stderr

@@ -441,3 +441,39 @@ def test_any_yolo_label_file_is_listed_or_refused_clearly(tmp_path: Path, text: 
     )
     (root / "labels" / "a.txt").write_text(text)
     _listed_or_refused(root, "--boxes", "yolo")
+
+
+def test_a_wrong_coco_root_is_found_when_listing(tmp_path: Path) -> None:
+    """It listed fine and failed only at rec pack; now the images the file
+    names are looked for (a folder read at a time), and a missing one is
+    reported."""
+    root = coco_set(tmp_path / "coco")
+    done = subprocess.run([sys.executable, "-m", "im2rec", "list", str(root), "--boxes", "coco",
+                           "--annotations", str(root / "instances.json"), "-o",
+                           str(tmp_path / "o")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{root}: none of the 3 images" in done.stderr and "(the first: a.jpg)" in done.stderr
+    (root / "images" / "b.jpg").unlink()
+    code, out = run("list", str(root / "images"), "--boxes", "coco", "--annotations",
+                    str(root / "instances.json"), "-o", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0, out
+    assert sorted(listed(tmp_path / "o.lst")) == ["a", "d"]
+    assert (
+        "image the annotations name is not in the folder\tb.jpg"
+        in (tmp_path / "o.skipped.tsv").read_text()
+    )
+
+
+def test_images_with_no_object_are_counted(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "voc")
+    code, out = run("list", str(root), "--boxes", "voc", "-o", str(tmp_path / "v"))
+    assert code == 0 and "Left out 1 image with no object (--keep-empty lists them)" in out, out
+    assert "Classes: 0 cat (2 images, 3 boxes), 1 dog (2 images, 2 boxes)" in out
+    code, out = run("list", str(root), "--boxes", "voc", "-o", str(tmp_path / "v"), "--json")
+    assert json.loads(out)["passed_over"] == {"images with no object": 1}
+
+
+def test_a_mistyped_image_set_names_the_ones_there(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "voc", sets={"train": ["a"], "val": ["b"], "cat_train": ["a"]})
+    code, out = run("list", str(root), "--boxes", "voc", "--image-set", "trian")
+    assert code == 1 and "no image set 'trian'; the sets there: train, val" in out, out

@@ -236,3 +236,20 @@ def test_a_dataloader_gets_batches_drawn_in_shared_memory(rec: Path) -> None:
             assert (boxes[:, 3] <= height + 1e-3).all()
         seen += len(targets)
     assert seen == 10
+
+
+def test_det_augmenter_takes_the_iterators_names_and_three_channel_means() -> None:
+    """min_crop_scales= was a TypeError (only crop_options={...} worked) and
+    mean/std wanted four numbers where Augmenter takes three."""
+    from im2rec.training import DetAugmenter
+
+    named = DetAugmenter((3, 8, 8), num_crop_sampler=2, min_crop_scales=(0.3, 0.5),
+                         max_crop_trials=10, mean=(1, 2, 3), std=(4, 5, 6))  # fmt: skip
+    given = DetAugmenter((3, 8, 8), num_crop_sampler=2, mean=(1, 2, 3, 0), std=(4, 5, 6, 0),
+                         crop_options={"min_crop_scales": (0.3, 0.5), "max_crop_trials": 10})  # fmt: skip
+    assert named.samplers == given.samplers and [s.min_scale for s in named.samplers] == [0.3, 0.5]
+    assert named.mean == given.mean == (1, 2, 3, 0.0)
+    with pytest.raises(ConfigError, match="min_crop_scales: give each crop option once"):
+        DetAugmenter((3, 8, 8), min_crop_scales=0.3, crop_options={"min_crop_scales": 0.2})
+    with pytest.raises(ConfigError, match="mean needs a finite number for each of the 3 channels"):
+        DetAugmenter((3, 8, 8), mean=(1, 2))

@@ -24,10 +24,13 @@ from ..lstfile import cannot_carry
 from ..walking import Scan
 from .common import (
     MAX_OBJECTS,
+    NO_OBJECT,
+    NOT_THERE,
     BoxEntries,
     BoxOptions,
     check_box,
     check_size,
+    check_there,
     class_order,
     finite,
     image_label,
@@ -128,6 +131,7 @@ def read_coco(root: str, options: BoxOptions) -> Scan:
                 continue
         boxes[image].append((labels[category], *bbox, float(crowd)))
     entries = BoxEntries()
+    empty = 0
     for k, image_id, rel, size in _images(data, path, gluoncv):
         where = f"{path}: image {k}"
         found = boxes.pop(image_id, [])
@@ -141,6 +145,7 @@ def read_coco(root: str, options: BoxOptions) -> Scan:
                 continue
             rows.append((label, *check_box(f"{where} ({rel}), object {n}", box, size), flag))
         if not rows and not options.keep_empty:
+            empty += 1
             continue
         if cannot_carry(rel):
             skips["name cannot be stored in a .lst line"].append(rel)
@@ -151,7 +156,10 @@ def read_coco(root: str, options: BoxOptions) -> Scan:
         raise DatasetError(f"{path}: annotations name image_id {orphan}, which is not an image")
     if not entries:
         raise DatasetError(f"{path}: no annotated images")
-    return Scan(root, entries, classes, dict(skips))
+    entries, gone = check_there(root, entries, path)
+    if gone:
+        skips[NOT_THERE] = gone
+    return Scan(root, entries, classes, dict(skips), {NO_OBJECT: empty} if empty else {})
 
 
 def _box(

@@ -4,6 +4,7 @@ numbering, box checks (the package's docstring says the rules)."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -25,8 +26,12 @@ __all__ = [
     "Crowd",
     "Format",
     "MAX_CLASSES",
+    "NO_OBJECT",
     "MAX_OBJECTS",
     "MAX_SIDE",
+    "NOT_THERE",
+    "absent",
+    "check_there",
     "check_box",
     "check_size",
     "finite",
@@ -42,6 +47,9 @@ Crowd = Literal["skip", "flag"]
 Convention = Literal["im2rec", "gluoncv"]
 FORMATS: tuple[Format, ...] = ("voc", "coco", "yolo")
 CONVENTIONS: tuple[Convention, ...] = ("im2rec", "gluoncv")
+#: what images with no object are counted as (``Scan.passed``), left out
+#: (MXNet's detection iterator refuses them) unless --keep-empty
+NO_OBJECT = "images with no object"
 #: the most objects one image may have (COCO's most is under 100)
 MAX_OBJECTS = 10_000
 #: the most classes a set may number (Objects365 has 365, LVIS 1,203,
@@ -129,6 +137,48 @@ def finite(value: Any) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+#: the skip reason of an image an annotation file names that is not there
+NOT_THERE = "image the annotations name is not in the folder"
+
+
+def absent(root: str, paths: Sequence[str]) -> set[str]:
+    """Which of ``paths`` (relative to ``root``) are not files there: each
+    folder read once (``os.scandir``), not a ``stat`` a file, so checking a
+    set's millions of images costs as many folder reads as it has folders."""
+    by_folder: dict[str, list[str]] = {}
+    for path in paths:
+        by_folder.setdefault(os.path.dirname(path), []).append(path)
+    gone: set[str] = set()
+    for folder, names in by_folder.items():
+        try:
+            with os.scandir(os.path.join(root, folder)) as found:
+                files = {e.name for e in found if not e.is_dir()}
+        except OSError:  # (no such folder, or not one: none of its images is there)
+            files = set()
+        gone.update(p for p in names if os.path.basename(p) not in files)
+    return gone
+
+
+def check_there(root: str, entries: BoxEntries, source: str) -> tuple[BoxEntries, list[str]]:
+    """``entries`` without the images that are not in ``root``, and those
+    (for the report); DatasetError when none is: ``root`` is not the folder
+    the annotations' images are in."""
+    paths = [entry.path for entry in entries]
+    gone = absent(root, paths)
+    if not gone:
+        return entries, []
+    if len(gone) == len(paths):
+        raise DatasetError(
+            f"{root}: none of the {len(paths):,} images {source} names is in it (the first: "
+            f"{paths[0]}); give the folder those images are in"
+        )
+    kept = BoxEntries()
+    for k, entry in enumerate(entries):
+        if entry.path not in gone:
+            kept.add_image(entry.path, entries.values(k))
+    return kept, [p for p in paths if p in gone]
 
 
 def check_size(where: str, width: float, height: float) -> tuple[float, float]:

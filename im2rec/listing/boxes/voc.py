@@ -19,17 +19,20 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from typing import Any
 
-from ...errors import DatasetError
+from ...errors import DatasetError, MissingFileError
 from ...storage.confined import relative_name
 from ...storage.files import split_lines
 from ..classmap import check_class_name
 from ..lstfile import cannot_carry
 from ..walking import Scan
 from .common import (
+    NO_OBJECT,
+    NOT_THERE,
     BoxEntries,
     BoxOptions,
     check_box,
     check_size,
+    check_there,
     class_labels,
     image_label,
     read_text,
@@ -82,7 +85,13 @@ def _ids(root: str, options: BoxOptions) -> list[str]:
     if options.image_set is None:
         return sorted(n[:-4] for n in os.listdir(folder) if n.endswith(".xml"))
     name = relative_name(options.image_set, "--image-set")
-    path = os.path.join(root, "ImageSets", "Main", f"{name}.txt")
+    folder = os.path.join(root, "ImageSets", "Main")
+    path = os.path.join(folder, f"{name}.txt")
+    if not os.path.exists(path):
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        sets = sorted(n[:-4] for n in names if n.endswith(".txt") and "_" not in n)
+        there = f"the sets there: {', '.join(sets[:12])}" if sets else "it holds no image set"
+        raise MissingFileError(f"{path}: no image set {name!r}; {there}")
     lines = split_lines(read_text(path, MAX_SET, "image-set file"))
     ids: dict[str, int] = {}
     for n, line in enumerate(lines, 1):
@@ -124,6 +133,7 @@ def read_voc(root: str, options: BoxOptions) -> Scan:
     gluoncv = options.convention == "gluoncv"
     given = None if options.classes is None else set(options.classes)
     skips: dict[str, list[str]] = defaultdict(list)
+    empty = 0
     for image_id in _ids(root, options):
         path = os.path.join(root, "Annotations", f"{image_id}.xml")
         tree = _parse(path)
@@ -154,6 +164,8 @@ def read_voc(root: str, options: BoxOptions) -> Scan:
             names.append(name)
         if objects or options.keep_empty:
             images.append((f"JPEGImages/{image_id}.jpg", (width, height), objects))
+        else:
+            empty += 1
     labels = class_labels(names, options.classes, root)
     entries = BoxEntries()
     for rel, size, objects in images:
@@ -168,4 +180,7 @@ def read_voc(root: str, options: BoxOptions) -> Scan:
         entries.add_image(rel, image_label(rows, size))
     if not entries:
         raise DatasetError(f"{root}: no annotated images (Annotations/*.xml)")
-    return Scan(root, entries, list(labels), dict(skips))
+    entries, gone = check_there(root, entries, "Annotations/")
+    if gone:
+        skips[NOT_THERE] = gone
+    return Scan(root, entries, list(labels), dict(skips), {NO_OBJECT: empty} if empty else {})

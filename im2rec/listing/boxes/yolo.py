@@ -18,6 +18,7 @@ from ..walking import DEFAULT_EXTS, Scan
 from .common import (
     MAX_CLASSES,
     MAX_OBJECTS,
+    NO_OBJECT,
     BoxEntries,
     BoxOptions,
     check_box,
@@ -124,6 +125,7 @@ def read_yolo(root: str, options: BoxOptions) -> Scan:
     skipped: list[str] = []
     most = -1
     stems: dict[str, str] = {}
+    empty = 0
     for rel in _images(images_dir):
         stem = os.path.splitext(rel)[0]
         if stem in stems:  # (a.jpg and a.png: one labels/a.txt would label both)
@@ -135,6 +137,7 @@ def read_yolo(root: str, options: BoxOptions) -> Scan:
         label_file = os.path.join(labels_dir, f"{stem}.txt")
         rows = _objects(label_file, MAX_CLASSES if classes is None else len(classes))
         if not rows and not options.keep_empty:
+            empty += 1
             continue
         path = f"images/{rel}"
         if cannot_carry(path):
@@ -148,4 +151,4 @@ def read_yolo(root: str, options: BoxOptions) -> Scan:
     if classes is None:  # (the numbers themselves: most is below MAX_CLASSES)
         classes = [str(i) for i in range(most + 1)]
     skips = {"name cannot be stored in a .lst line": skipped} if skipped else {}
-    return Scan(root, entries, classes, skips)
+    return Scan(root, entries, classes, skips, {NO_OBJECT: empty} if empty else {})

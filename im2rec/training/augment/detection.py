@@ -128,9 +128,12 @@ class DetAugmenter:
 
     ``samplers`` is built from ``num_crop_sampler`` and the per-sampler
     options (``min_crop_scales``... ``max_crop_trials``: one value for
-    every sampler or one each, MXNet's ``"(a, b)"`` text or a sequence).
-    ``mean``/``std`` are per channel (R, G, B, A); a std of 0 divides by 1,
-    as MXNet skips it."""
+    every sampler or one each, MXNet's ``"(a, b)"`` text or a sequence),
+    given by their names as ``ImageDetRecordIter`` takes them, or in
+    ``crop_options``. ``mean``/``std`` are per channel, as ``Augmenter``
+    takes them: one number a channel of ``data_shape`` (R, G, B, and A for
+    four), a fourth for three channels allowed and unused; a std of 0
+    divides by 1, as MXNet skips it."""
 
     data_shape: tuple[int, int, int]
     resize: int = -1
@@ -155,6 +158,18 @@ class DetAugmenter:
     mean: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
     std: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
     crop_options: dict[str, Any] = field(default_factory=dict)
+    # MXNet's per-sampler options by their own names (SAMPLER_OPTIONS)
+    min_crop_scales: Any = None
+    max_crop_scales: Any = None
+    min_crop_aspect_ratios: Any = None
+    max_crop_aspect_ratios: Any = None
+    min_crop_overlaps: Any = None
+    max_crop_overlaps: Any = None
+    min_crop_sample_coverages: Any = None
+    max_crop_sample_coverages: Any = None
+    min_crop_object_coverages: Any = None
+    max_crop_object_coverages: Any = None
+    max_crop_trials: Any = None
     samplers: tuple[Sampler, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -193,9 +208,21 @@ class DetAugmenter:
                 raise ConfigError(f"{name} must be a number of at most {top}, not {value!r}")
         if self.max_pad_scale < 1 and self.rand_pad_prob > 0:
             raise ConfigError(f"max_pad_scale must be at least 1, not {self.max_pad_scale}")
-        std = np.asarray(self.std, np.float64)
-        if len(self.mean) < 4 or len(std) < 4 or not np.isfinite([*self.mean, *std]).all():
-            raise ConfigError("mean and std need four finite numbers (R, G, B, A)")
+        for name in ("mean", "std"):
+            values = tuple(getattr(self, name))
+            if not shape[0] <= len(values) <= 4 or not np.isfinite(values).all():
+                raise ConfigError(
+                    f"{name} needs a finite number for each of the {shape[0]} channels "
+                    "(R, G, B, and A for four)"
+                )
+            object.__setattr__(self, name, values + (0.0,) * (4 - len(values)))
+        given = {n: getattr(self, n) for n in SAMPLER_OPTIONS if getattr(self, n) is not None}
+        twice = sorted(given.keys() & self.crop_options.keys())
+        if twice:
+            raise ConfigError(
+                f"{', '.join(twice)}: give each crop option once, not also in crop_options"
+            )
+        object.__setattr__(self, "crop_options", {**self.crop_options, **given})
         object.__setattr__(
             self, "samplers", _samplers(int(self.num_crop_sampler), self.crop_options)
         )
