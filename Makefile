@@ -2,6 +2,9 @@
 PYTHON    ?= python3
 MX_PYTHON ?= python3.11
 VENV      := .venv
+# where torch and torchvision come from: PyPI (a CUDA build), or e.g.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu for PyTorch's CPU wheels
+TORCH_INDEX ?=
 MX_VENV   := .venv-mx
 ALT_VENV  := .venv-np1
 BIN       := $(VENV)/bin
@@ -23,7 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints/dev.txt scripts/install-pillow-si
 	@# for the detection tests. torchvision 0.29.1 loads only beside its own torch (2.14.1,
 	@# a CUDA build that runs on the CPU); it is installed before Pillow-SIMD, since it
 	@# asks for "pillow", which pip would otherwise install over Pillow-SIMD.
-	$(BIN)/python -m pip install --quiet -c constraints/dev.txt 'torch==2.14.1' 'torchvision==0.29.1' 'torchdata==0.11.0' || echo "torch==2.14.1 not installed: the DataLoader tests will be skipped"
+	$(BIN)/python -m pip install --quiet -c constraints/dev.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple) 'torch==2.14.1' 'torchvision==0.29.1' 'torchdata==0.11.0' || echo "torch==2.14.1 not installed: the DataLoader tests will be skipped"
 	@# The fast path: Pillow-SIMD built with AVX2 replaces the Pillow wheel pip installed.
 	scripts/install-pillow-simd.sh $(VENV)
 	@touch $@
@@ -163,14 +166,17 @@ lint: $(VENV)/.native ## ruff (lint + format check), mypy --strict, the import l
 	$(BIN)/ruff format --check im2rec tests bench fuzz
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@# docs/cli.md is what the commands' --help print (scripts/docs_cli.py writes it)
+	$(BIN)/python scripts/docs_cli.py --check
 
-# The documentation site (mkdocs.yml): strict, so a broken link, anchor or
-# reference fails; the command reference is generated from the Click commands.
-docs: $(VENV)/.native ## Build the documentation site (docs/, MkDocs) into build/site, strict
-	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -q
+# The documentation site (mkdocs.yml), built by Zensical, the maintained successor
+# of Material for MkDocs (whose end of life is May 2027), from the same config:
+# strict, so a broken link, anchor or reference fails.
+docs: $(VENV)/.native ## Build the documentation site (docs/, Zensical) into build/site, strict
+	$(BIN)/zensical build --strict
 
 docs-serve: $(VENV)/.native ## Preview the documentation site at http://127.0.0.1:8000
-	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve
+	$(BIN)/zensical serve
 
 format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix im2rec tests bench fuzz

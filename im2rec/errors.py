@@ -15,6 +15,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
     │   └── RecordTooLargeError             a record of 2**29 bytes or more cannot be framed
     ├── IndexFormatError (ValueError)       a malformed .idx line, an offset past the end
     │   └── DuplicateKeyError               the same key twice in one index
+    ├── MissingKeyError (KeyError)          no record has the key asked for (names the .idx)
     ├── MissingFileError (FileNotFoundError)
     ├── ModeError (AssertionError)          read on a writer, write on a reader, use after close
     ├── ImageCodecError (ValueError)        an image could not be encoded or decoded
@@ -37,6 +38,7 @@ __all__ = [
     "Im2RecError",
     "IndexFormatError",
     "MissingFileError",
+    "MissingKeyError",
     "NotRecordIOError",
     "ModeError",
     "OutputError",
@@ -82,6 +84,15 @@ class ManifestError(Im2RecError, ValueError):
 
 class DuplicateKeyError(IndexFormatError):
     """The same key appears twice in one index."""
+
+
+class MissingKeyError(Im2RecError, KeyError):
+    """No record is stored under the key asked for; a ``KeyError`` (as a
+    dict says so, and as MXNet raised it), whose message names the index
+    and the keys it has."""
+
+    def __str__(self) -> str:  # (KeyError's own quotes its argument)
+        return str(self.args[0]) if self.args else ""
 
 
 class MissingFileError(Im2RecError, FileNotFoundError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,26 @@ def test_the_performance_page_says_what_the_results_do(tmp_path: Path) -> None:
     assert f"| rec pack | {label} | im2rec.py | 0.50× |" in text  # among the misses
     assert f"| {label} | im2rec.py | 0.50× | ≥ 1.00× | **missed** |" in text
     assert len(text.splitlines()) <= 300
+
+
+def test_the_chart_shows_what_users_compare(tmp_path: Path) -> None:
+    """It showed internal groups ("before_after ... vs im2rec a8d3f1c",
+    "native"), said "vs mosaic vs MosaicML", cut long labels and ran its
+    caption off the picture."""
+    results, out = tmp_path / "results", tmp_path / "img"
+    _save(results, "before_after", [("ImageRecordIter, random crop", 1.0, 0.95)], {})
+    _save(results, "native", [("words: IndexedRecordWriter, 1 KB records", 1.2, None)], {})
+    _save(results, "stream", [("stream from S3, cold, vs mosaic", 1.7, 1.0),
+                              ("a label long enough that seventy characters would cut it off "
+                               "before its end", 2.0, None)], {})  # fmt: skip
+    subprocess.run([sys.executable, "bench/charts.py", "--results", str(results), "--out",
+                    str(out)], cwd=ROOT, check=True, capture_output=True)  # fmt: skip
+    svg = (out / "ratios.svg").read_text()
+    assert "random crop" not in svg and "words:" not in svg  # (im2rec against itself)
+    assert "Streaming from a bucket" in svg and "vs mosaic vs" not in svg
+    assert "stream from S3, cold vs the reference" in svg and "before its end vs" in svg
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))
+    captions = re.findall(r'<text x="4" y="[\d.]+" fill="#555">(.*?)</text>', svg)
+    assert len(captions) == 2
+    for caption in captions:  # (each line within the picture, at about 6.5 px a character)
+        assert 4 + 6.5 * len(re.sub(r"<[^>]+>", "", caption)) <= width, caption

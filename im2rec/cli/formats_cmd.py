@@ -148,7 +148,7 @@ def export_command(
     \b
     Examples:
       rec export train.rec --to webdataset -o 'shards/train-%06d.tar'
-      rec export train.rec --to webdataset -o 's3://bucket/wds/train-%06d.tar' --maxcount 10000
+      rec export train.rec --to webdataset -o 's3://b/wds/train-%06d.tar'
       rec export example_train.rec --to parquet -o mydataset --split train
       rec export example_val.rec --to parquet -o mydataset --split validation
     """

@@ -37,6 +37,12 @@ from .common import (
 __all__ = ["main"]
 
 
+def _threads(args: argparse.Namespace) -> int:
+    """``--num-thread``, or the number of CPUs."""
+    threads: int | None = getattr(args, "num_thread", None)
+    return default_workers() if threads is None else threads
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="im2rec",
@@ -65,7 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--resize", type=int, default=0, help="shorter edge of the image, 0 to keep")
     r.add_argument("--center-crop", action="store_true", help="crop the centred square first")
     r.add_argument("--quality", type=int, default=95, help="JPEG quality, or PNG compression 0-9")
-    r.add_argument("--num-thread", type=int, default=default_workers(), help="worker processes")
+    r.add_argument(
+        "--num-thread",
+        type=int,
+        default=argparse.SUPPRESS,  # (the machine's CPUs: printed as that, not as a number)
+        help="worker processes (default: the number of CPUs)",
+    )
     r.add_argument(
         "--color", type=int, default=1, choices=[-1, 0, 1], help="1 colour, 0 gray, -1 unchanged"
     )
@@ -158,7 +169,7 @@ def _pack(args: argparse.Namespace) -> int:
         print(f"Did not find and list file with prefix {args.prefix}")  # im2rec.py's words
         return 0
     with LocalExecutor(
-        max(1, args.num_thread), preload=["im2rec.packing", "im2rec.imaging.codec"],
+        max(1, _threads(args)), preload=["im2rec.packing", "im2rec.imaging.codec"],
         option="--num-thread",
     ) as executor:  # fmt: skip
         executor.start(io_bound=options.pass_through)
@@ -207,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     try:  # (at most 1 is im2rec.py's: one process)
-        check_workers(max(1, args.num_thread), "--num-thread")
+        check_workers(max(1, _threads(args)), "--num-thread")
     except ConfigError as exc:
         parser.error(str(exc))
     args.prefix = os.path.abspath(args.prefix)

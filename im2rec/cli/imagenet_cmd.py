@@ -89,7 +89,7 @@ def imagenet_command(
     \b
     Examples:
       rec imagenet --download-dir ~/ILSVRC2012 --with-rec --num-workers 8
-      rec imagenet --download-dir ~/ILSVRC2012 --devkit ~/ILSVRC2012/ILSVRC2012_devkit_t12.tar.gz
+      rec imagenet --download-dir ~/ILSVRC2012 --devkit ~/devkit_t12.tar.gz
       rec imagenet --download-dir ~/ILSVRC2012 --with-rec --resume
     """
     opts = ImagenetOptions(

@@ -202,7 +202,7 @@ def list_command(
       rec list ./data --recursive --train-ratio 0.8 --test-ratio 0.1 --stratify
       rec list ./images -o lists/train --chunks 4 --exts .jpg,.webp --json
       rec list VOCdevkit/VOC2007 --boxes voc --image-set trainval -o voc_trainval
-      rec list coco/val2017 --boxes coco --annotations coco/annotations/instances_val2017.json
+      rec list coco/val2017 --boxes coco --annotations instances_val2017.json
     """
     with handle_errors():
         names = read_class_order(classes_file) if classes_file else None

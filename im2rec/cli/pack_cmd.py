@@ -98,8 +98,9 @@ __all__ = ["pack_command"]
 @click.option(
     "--overwrite",
     is_flag=True,
-    help="Replace finished outputs made from another version of the list, another root or "
-    "other options, or not by rec pack (refused otherwise).",
+    help="Start over: discard an interrupted run's partial output, and replace finished "
+    "outputs made from another version of the list, another root or other options, or not by "
+    "rec pack (both refused otherwise).",
 )
 @click.option(
     "--shards",
@@ -172,8 +173,8 @@ def pack_command(
     \b
     Examples:
       rec list ./example --recursive && rec pack --pass-through --pack-label
-      rec pack data_train.lst data_val.lst --resize 256 --quality 90 --num-workers 8
-      rec pack train.lst --resize 256 --shards 64 --executor dask --scheduler tcp://head:8786
+      rec pack data_train.lst data_val.lst --resize 256 --num-workers 8
+      rec pack train.lst --shards 64 --executor dask --scheduler tcp://head:8786
       rec pack faces.lst --layout insightface --resize 112 --center-crop
     """
     _check_shard_options(shards, executor, global_index)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` start without it
     import numpy as np
 
-from ..errors import IndexFormatError
+from ..errors import IndexFormatError, MissingKeyError
 from .index_cache import Cached, identity_of, read_cache, shareable, write_cache
 from .index_text import (
     duplicate_error,
@@ -154,29 +154,40 @@ class RecordIndex:
             dense = self._dense
         if dense is not None:
             if type(key) is not int:
-                key = whole_key(key)
+                try:
+                    key = whole_key(key)
+                except KeyError:
+                    raise self._missing(key) from None
             i = key - self._base
             if 0 <= i < len(dense):
                 offset: int = dense[i]
                 if offset >= 0:
                     return offset
-            raise KeyError(key)
+            raise self._missing(key)
         if self._sorted is not None:
             return self._search(key)
         assert self._by_key is not None
         try:
             return self._by_key[key]
         except KeyError:
-            raise KeyError(key) from None
+            raise self._missing(key) from None
+
+    def _missing(self, key: Any) -> MissingKeyError:
+        """The error for a key no record has, naming the index (cheap: a
+        membership test raises it for every key that is not there)."""
+        return MissingKeyError(f"{self.name}: no record has key {key!r} ({len(self.keys):,} keys)")
 
     def _search(self, key: Any) -> int:
         assert self._sorted is not None
         sorted_keys, view, sorted_offsets = self._sorted
-        whole = whole_key(key)
+        try:
+            whole = whole_key(key)
+        except KeyError:
+            raise self._missing(key) from None
         i = bisect.bisect_left(view, whole)
         if i < len(view) and view[i] == whole:
             return int(sorted_offsets[i])
-        raise KeyError(key)
+        raise self._missing(key)
 
     def build_lookup(self) -> bool:
         """Make the table :meth:`offset_of` uses; False when two records share

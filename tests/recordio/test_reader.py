@@ -336,3 +336,19 @@ def test_fifos_are_refused_not_waited_on(rec: Path, tmp_path: Path) -> None:
     with pytest.raises(Im2RecError, match="f.lst: not a regular file"):
         read_lst(tmp_path / "f.lst")
     signal.alarm(0)
+
+
+def test_a_missing_key_names_the_index(tmp_path: Path) -> None:
+    """`reader.read_key(42)` on a missing key was a bare `KeyError: 42`."""
+    from im2rec.errors import MissingKeyError
+    from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for key in range(3):
+            w.write_key(key, b"x")
+    reader = IndexedRecordReader(tmp_path / "d.rec")
+    for key in (42, "name", 2.5):
+        with pytest.raises(KeyError, match=r"d.idx: no record has key .* \(3 keys\)") as caught:
+            reader.read_key(key)
+        assert isinstance(caught.value, MissingKeyError)
+    assert 42 not in reader.index and 2 in reader.index
