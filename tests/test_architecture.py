@@ -105,7 +105,8 @@ def test_the_finder_sees_a_cycle_hidden_in_a_function() -> None:
 
 #: the package root: the public API and the bottom layer (errors, version,
 #: the native loader; the worker pools are a folder of that layer)
-ROOT_MODULES = {"im2rec", "im2rec.__main__", "im2rec.errors", "im2rec.version", "im2rec.native"}
+ROOT_MODULES = {"im2rec", "im2rec.__main__", "im2rec.errors", "im2rec.version", "im2rec.native",
+                "im2rec.progress"}  # fmt: skip
 
 
 def test_the_root_holds_only_the_api_and_the_bottom_layer() -> None:

@@ -36,6 +36,7 @@ from ..errors import ConfigError, DatasetError
 from ..imaging.headers import image_extension
 from ..inspect.scanning import header_at, walk_records
 from ..listing.classmap import class_map_beside, classes_named, read_class_map
+from ..progress import with_progress
 from ..recordio import RecordReader, unpack
 from ..recordio.sequential import sequential_records
 from ..storage import exists, sibling
@@ -191,6 +192,7 @@ def _schema(pa: Any, labels: _Labels) -> Any:
     )
 
 
+@with_progress("exporting", " records", done=0, total=1)
 def export_parquet(
     rec: str | os.PathLike[str],
     folder: str | os.PathLike[str],
@@ -200,6 +202,7 @@ def export_parquet(
     class_map: str | None = None,
     overwrite: bool = False,
     on_progress: Progress | None = None,
+    progress: bool = False,
 ) -> ParquetExport:
     """Write ``rec`` as split ``split`` of the dataset folder ``folder``
     (other splits already there are kept; the card lists them all)."""

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError, RecordFormatError
+from ..progress import with_progress
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from ..recordio.framing import needs_split
 from ..storage.files import open_regular
@@ -68,12 +69,14 @@ class ParquetImport:
                 "records": self.records}  # fmt: skip
 
 
+@with_progress("importing", " records", done=0)
 def import_parquet(
     files: list[str],
     prefix: str | os.PathLike[str],
     *,
     overwrite: bool = False,
     on_progress: Progress | None = None,
+    progress: bool = False,
 ) -> ParquetImport:
     """``PREFIX.rec``/``.idx`` from Parquet ``files`` (one split's shards, in
     order): those ``rec export`` wrote give back their ``.rec``/``.idx``

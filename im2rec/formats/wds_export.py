@@ -16,6 +16,7 @@ from typing import Any
 
 from ..imaging.headers import image_extension
 from ..inspect.scanning import FRAME_WORDS, header_at, walk_records
+from ..progress import with_progress
 from ..recordio import read_index_entries, read_record, unpack
 from ..recordio.chunks import Chunks
 from ..recordio.framing import LENGTH_MASK
@@ -42,6 +43,7 @@ class ExportResult:
                 "bytes": self.bytes}  # fmt: skip
 
 
+@with_progress("exporting", " records", done=0, total=1)
 def export_webdataset(
     rec: str | os.PathLike[str],
     pattern: str,
@@ -49,6 +51,7 @@ def export_webdataset(
     maxcount: int = 100_000,
     maxsize: int = 3_000_000_000,
     on_progress: Progress | None = None,
+    progress: bool = False,
 ) -> ExportResult:
     """Write ``rec``'s records as WebDataset shards named ``pattern % n``
     (local paths, or URLs: then made in a temporary folder and uploaded)."""

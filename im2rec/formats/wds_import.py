@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, RecordFormatError
+from ..progress import with_progress
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from ..recordio.framing import needs_split
 from ..recordio.header import stored_label
@@ -61,6 +62,7 @@ class ImportResult:
                 "report": str(self.report) if self.report else None}  # fmt: skip
 
 
+@with_progress("importing", " records", done=0)
 def import_webdataset(
     shards: list[str],
     prefix: str | os.PathLike[str],
@@ -68,6 +70,7 @@ def import_webdataset(
     label_key: str | None = None,
     overwrite: bool = False,
     on_progress: Progress | None = None,
+    progress: bool = False,
 ) -> ImportResult:
     """Rebuild ``PREFIX.rec``/``.idx`` from WebDataset shards (see the module doc)."""
     base = os.fspath(prefix).removesuffix(".rec")

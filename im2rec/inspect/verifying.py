@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Im2RecError
+from ..progress import with_progress
 from ..recordio import RecordReader, read_index_entries, read_record, unpack
 from ..recordio.framing import LENGTH_MASK, Buffer, not_recordio
 from ..recordio.index import index_arrays
@@ -59,6 +60,7 @@ class VerifyResult:
         }  # fmt: skip
 
 
+@with_progress("verifying", "B", done=0, total=1, scale=True)
 def verify(
     path: str | os.PathLike[str],
     idx: str | os.PathLike[str] | None = None,
@@ -67,6 +69,7 @@ def verify(
     boxes: bool = False,
     manifest: str | os.PathLike[str] | None = None,
     on_progress: Progress | None = None,
+    progress: bool = False,
 ) -> VerifyResult:
     """Check every frame, the ``.idx`` (if there is one, or ``idx``), the
     images (``decode``), every label as a detection label (``boxes``:

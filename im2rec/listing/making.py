@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DatasetError, MissingFileError
+from ..progress import with_progress
 from ..storage import is_url, read_bytes, write_bytes
 from ..storage.atomic import AtomicGroup
 from ..storage.files import parse_json, read_json
@@ -173,6 +174,7 @@ class ListResult:
         }
 
 
+@with_progress("listing", " images", done=1)
 def make_lists(
     root: str | os.PathLike[str],
     prefix: str | os.PathLike[str],
@@ -180,6 +182,7 @@ def make_lists(
     *,
     strict: bool = False,
     on_progress: Progress | None = None,
+    progress: bool = False,
     boxes: BoxOptions | None = None,
 ) -> ListResult:
     """Scan ``root`` and write ``PREFIX*.lst``, ``PREFIX.classes.tsv``,

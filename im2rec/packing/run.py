@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..executors import LocalExecutor
+from ..progress import with_progress
 from ..storage import is_url
 from ..storage.atomic import exclusive
 from .encoding import PackOptions
@@ -22,6 +23,7 @@ from .resuming import PartialFiles
 __all__ = ["pack_files", "pack_list"]
 
 
+@with_progress("packing", " images", done=0, total=1)
 def pack_list(
     lst: str | os.PathLike[str],
     options: PackOptions,
@@ -30,6 +32,7 @@ def pack_list(
     executor: LocalExecutor | None = None,
     resume: bool = False,
     on_progress: Progress | None = None,
+    progress: bool = False,
     overwrite: bool = True,
 ) -> PackResult:
     """Pack one ``.lst`` into ``.rec``/``.idx`` beside it (see module doc).

@@ -44,13 +44,20 @@ class MixedDataset:
     it (``len(classes)``, or one more than its largest label when it has no
     class map: a scan of its headers), so the classes stay distinct (for
     ``labels="boxes"`` sources, the classes of each target's ``labels``);
-    ``labels="source"`` gives ``(source, label)`` instead. With the same
+    ``labels="source"`` gives ``(source, label)`` instead; ``progress``
+    shows that scan as a ``tqdm.auto`` bar. With the same
     :class:`~im2rec.training.augment.Augmenter` on every source's
     ``output="bytes"``, a ``DataLoader`` batch is decoded into shared memory
     as :class:`RecordDataset` does, a source at a time (its samples come
     grouped by source)."""
 
-    def __init__(self, datasets: Sequence[RecordDataset], *, labels: Labels = "offset"):
+    def __init__(
+        self,
+        datasets: Sequence[RecordDataset],
+        *,
+        labels: Labels = "offset",
+        progress: bool = False,
+    ):
         if not datasets:
             raise ConfigError("a mixture needs at least one dataset")
         if labels not in ("offset", "source"):
@@ -64,7 +71,7 @@ class MixedDataset:
             total = 0
             for s, ds in enumerate(self.datasets):
                 self.offsets[s] = total
-                total += len(ds.classes) or _label_count(ds)
+                total += len(ds.classes) or _label_count(ds, progress)
         self.classes = [name for ds in self.datasets for name in ds.classes] if all(
             ds.classes for ds in self.datasets
         ) else []  # fmt: skip
@@ -126,16 +133,28 @@ class MixedDataset:
     collate = staticmethod(RecordDataset.collate)
 
 
-def _label_count(ds: RecordDataset) -> int:
+def _label_count(ds: RecordDataset, progress: bool = False) -> int:
     """One more than the largest whole-number label of ``ds``'s records (of
-    the largest class of their boxes, for ``labels="boxes"``)."""
+    the largest class of their boxes, for ``labels="boxes"``): a walk of
+    every header, shown as a bar with ``progress``."""
+    from ..progress import progress_bar
+
+    reader = ds.reader
+    buf, size = reader.mapping()
+    with progress_bar(progress, None, desc=f"counting classes: {reader.name}", unit="B",
+                      total=1, scale=True) as report:  # fmt: skip
+        return _top_label(ds, buf, size, report) + 1
+
+
+def _top_label(ds: RecordDataset, buf: Any, size: int, report: Any) -> int:
     from ..inspect.scanning import header_at, walk_records
     from ..recordio.detection import problem, read_label
 
     reader = ds.reader
-    buf, _ = reader.mapping()
     top = -1
-    for head, nxt in walk_records(reader):  # type: ignore[misc]
+    for n, (head, nxt) in enumerate(walk_records(reader)):  # type: ignore[misc]
+        if report is not None and n % 4096 == 0:
+            report(head, size)
         header = header_at(buf, head, nxt, reader.name)
         if ds.labels == "boxes":
             if header.flag and problem(header.label) is None:
@@ -143,7 +162,9 @@ def _label_count(ds: RecordDataset) -> int:
                 top = max(top, int(objects[:, 0].max(initial=-1)))
         elif not header.flag and float(header.label).is_integer():
             top = max(top, int(header.label))
-    return top + 1
+    if report is not None:
+        report(size, size)
+    return top
 
 
 class MixtureSampler:
