@@ -372,3 +372,58 @@ def test_rec_imagenet_on_the_fake_runs_as_printed(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "fake-imagenet" / "train").iterdir()) == [
         "n01440764", "n01443537", "n01484850",
     ]  # fmt: skip
+
+
+def test_the_readme_counts_the_c_extensions_there_are() -> None:
+    """It said five; there are three (im2rec.native.MODULES)."""
+    from im2rec.native import MODULES
+
+    words = {3: "three", 4: "four", 5: "five"}
+    readme = (ROOT / "README.md").read_text()
+    assert f"builds {words[len(MODULES)]}\nsmall optional C extensions" in readme
+    assert f"with all {words[len(MODULES)]} and libjpeg-turbo bundled" in readme
+
+
+def test_every_page_reaches_detection_hugging_face_and_resuming() -> None:
+    """The index and the README's docs paragraph had no row for them."""
+    index, readme = (ROOT / "docs/index.md").read_text(), (ROOT / "README.md").read_text()
+    for page in ("detection.md", "huggingface.md", "resuming.md"):
+        assert f"]({page})" in index and f"](docs/{page})" in readme, page
+
+
+def test_pages_that_list_example_say_where_it_comes_from() -> None:
+    """The Hugging Face and resuming pages began with `rec list example`
+    and never said where `example` came from."""
+    for page in DOCS:
+        text = page.read_text()
+        blocks = [m for m in re.finditer(r"```sh\n(.*?)```", text, re.S)
+                  if re.search(r"rec list \.?/?example\b", m.group(1))]  # fmt: skip
+        if blocks:
+            assert "examples/example" in text[: blocks[0].start()], page.name
+
+
+def test_the_hub_upload_command_shown_exists() -> None:
+    """`huggingface-cli upload` is gone from current huggingface_hub."""
+    hf = Path(sys.executable).parent / "hf"
+    if not hf.exists():
+        pytest.skip("huggingface_hub's command line is not installed")
+    text = (ROOT / "docs/huggingface.md").read_text()
+    shown = re.search(r"`(hf upload [^`]*)`", text.replace("\n", " "))
+    assert shown is not None and "huggingface-cli upload" not in text.replace(
+        "`huggingface-cli` was", ""
+    )
+    done = subprocess.run([str(hf), "upload", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--repo-type" in done.stdout
+
+
+def test_the_overwrite_option_speaks_of_partial_output() -> None:
+    """commands.md said a run without --resume starts over; it refuses, and
+    --overwrite is what discards the partial output."""
+    from click.testing import CliRunner
+
+    from im2rec.cli import main
+
+    shown = " ".join(CliRunner().invoke(main, ["pack", "--help"]).output.split())
+    assert "Start over: discard an interrupted run's partial output" in shown
+    commands = " ".join((ROOT / "docs/commands.md").read_text().split())
+    assert "a run refuses to start where an interrupted one left partial output" in commands
