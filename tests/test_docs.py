@@ -91,6 +91,7 @@ def test_the_library_page_runs_as_printed(tmp_path: Path, start: str) -> None:
     assert "epoch 1 loss" in out and "(16, 3, 224, 224) torch.int64" in out
 
 
+@pytest.mark.parametrize("start", START_METHODS)
 def test_getting_started_runs_as_printed(tmp_path: Path, start: str) -> None:
     """docs/getting-started.md from its first dataset on, in one folder that
     holds a copy of examples/example."""
