@@ -119,7 +119,7 @@ $(MX_VENV)/.installed:
 # numpy 1.x with plain Pillow: the other end of what we support.
 $(ALT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(ALT_VENV)
-	$(ALT_VENV)/bin/python -m pip install --quiet 'numpy>=1.24,<2' pillow click rich pytest hypothesis
+	$(ALT_VENV)/bin/python -m pip install --quiet 'numpy>=1.24,<2' pillow click rich tqdm pytest hypothesis
 	$(ALT_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
@@ -131,7 +131,7 @@ compat: $(VENV)/.native $(MX_VENV)/.installed $(ALT_VENV)/.installed ## Cross-ch
 # the oldest Python, and the newest of everything on the newest Python.
 PY310 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python) $(shell command -v python3.10))
 PY313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python) $(shell command -v python3.13))
-LOWEST := click==8.1.0 numpy==1.24.0 pillow==10.1.0 rich==13.0.0
+LOWEST := click==8.1.0 numpy==1.24.0 pillow==10.1.0 rich==13.0.0 tqdm==4.60.0
 TEST_TOOLS := pytest hypothesis
 
 .venv-lowest/.installed: pyproject.toml
@@ -147,9 +147,9 @@ TEST_TOOLS := pytest hypothesis
 	@touch $@
 
 matrix: .venv-lowest/.installed .venv-newest/.installed ## The suite on Python 3.10 with the lowest deps and on 3.13 with the newest
-	.venv-lowest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich)=='
+	.venv-lowest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich|tqdm)=='
 	.venv-lowest/bin/python -m pytest -m "not compat" -q -p no:cacheprovider
-	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich)=='
+	.venv-newest/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|pillow|rich|tqdm)=='
 	.venv-newest/bin/python -m pytest -m "not compat" -q -p no:cacheprovider
 
 package: ## Build sdist + wheel, twine check, and a no-compiler install beside a preinstalled Pillow
