@@ -39,7 +39,13 @@ def progress_bar(
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, unit=unit, unit_scale=scale, unit_divisor=1000 if scale else 1)
+    class Bar(tqdm):  # type: ignore[misc]
+        # no monitor thread: it would outlive the bar, and a process with a
+        # thread of another's no longer forks its workers (im2rec's pools and
+        # DataLoaders start them otherwise, more slowly)
+        monitor_interval = 0
+
+    bar = Bar(desc=desc, unit=unit, unit_scale=scale, unit_divisor=1000 if scale else 1)
 
     def report(*args: Any) -> None:
         if total is not None and args[total] and bar.total != args[total]:

@@ -67,3 +67,14 @@ def test_a_mixtures_class_count_scan_shows_a_bar(
     mixed = MixedDataset(sources, progress=True)
     assert mixed.offsets == [0, 9]
     assert "counting classes" in capsys.readouterr().err
+
+
+def test_a_bar_leaves_no_thread_behind(tmp_path: Path) -> None:
+    """tqdm's monitor thread outlived the bars: a process with a thread of
+    another's no longer forks its workers."""
+    import threading
+
+    shutil.copytree(ROOT / "examples" / "example", tmp_path / "example")
+    before = set(threading.enumerate())
+    make_lists(tmp_path / "example", tmp_path / "ex", ListOptions(recursive=True), progress=True)
+    assert set(threading.enumerate()) == before
