@@ -38,12 +38,13 @@ def _section(page: str, title: str, next_title: str | None) -> str:
 START_METHODS = ["fork", "spawn"]
 
 
-def _run_blocks(section: str, cwd: Path, start: str = "fork") -> str:
+def _run_blocks(section: str, cwd: Path, start: str = "fork", only: str | None = None) -> str:
     """Every block of ``section``, in order, in ``cwd``: ``sh`` blocks run
     with bash (any failing command fails the test), a ``text`` block
     starting with ``$ `` is a command whose output must be exactly what
     follows it, ``python`` blocks run as scripts, their processes started
-    by ``start``. Returns what they printed."""
+    by ``start`` (``only``: the blocks of that language alone). Returns
+    what they printed."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if start == "spawn":  # (a sitecustomize sets the start method before the script runs)
         site = cwd / ".spawn-site"
@@ -53,6 +54,7 @@ def _run_blocks(section: str, cwd: Path, start: str = "fork") -> str:
         )
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     blocks = re.findall(r"```(sh|text|python)\n(.*?)```", section, re.S)
+    blocks = [(lang, body) for lang, body in blocks if only in (None, lang)]
     tmp_path = cwd
     printed = []
     for lang, body in blocks:
@@ -428,3 +430,33 @@ def test_the_overwrite_option_speaks_of_partial_output() -> None:
     assert "Start over: discard an interrupted run's partial output" in shown
     commands = " ".join((ROOT / "docs/commands.md").read_text().split())
     assert "a run refuses to start where an interrupted one left partial output" in commands
+
+
+@pytest.mark.parametrize("start", START_METHODS)
+def test_the_remote_page_runs_as_printed(tmp_path: Path, start: str) -> None:
+    """docs/remote.md's Python, against a real S3-compatible server on
+    localhost (moto's) holding the records at the URLs the page names."""
+    pytest.importorskip("torch")
+    from tests.s3server import s3_server
+    from tests.training.test_iterator import jpeg_rec
+
+    (tmp_path / "made").mkdir()
+    rec = jpeg_rec(tmp_path / "made" / "train.rec", 20, (48, 40))
+    home = tmp_path / "home"  # (the page's cache folder is under ~)
+    home.mkdir()
+    with s3_server() as client:
+        client.create_bucket(Bucket="bucket", ACL="public-read")  # (the page reads it anonymously)
+        for key in ("train", "imagenet/train"):
+            for ext in (".rec", ".idx"):
+                client.upload_file(
+                    str(rec.with_suffix(ext)),
+                    "bucket",
+                    f"{key}{ext}",
+                    ExtraArgs={"ACL": "public-read"},
+                )
+        os.environ["HOME"], saved = str(home), os.environ["HOME"]
+        try:
+            out = _run_blocks((ROOT / "docs/remote.md").read_text(), tmp_path, start, only="python")
+        finally:
+            os.environ["HOME"] = saved
+    assert "epoch 0 samples 20" in out and "epoch 1 samples 20" in out

@@ -137,7 +137,7 @@ def _refuse_repeated_keys(path: str | os.PathLike[str], keys: Any) -> None:
 
 
 #: the bytes of a list decoded and cut into lines at a time
-_BLOCK = 1 << 20
+_BLOCK = 1 << 18
 
 
 def iter_lst(path: str | os.PathLike[str]) -> Iterator[ListItem]:

@@ -25,7 +25,7 @@ from ..recordio.keyset import KeySet
 
 __all__ = ["IdentityPlan", "plan_identities"]
 
-_PIECE = 1 << 13  # lines a piece of the staging list
+_PIECE = 1 << 11  # lines a piece of the staging list
 
 
 @dataclass

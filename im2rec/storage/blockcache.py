@@ -428,8 +428,10 @@ class CachedView(FileView):
             pool.shutdown(wait=False, cancel_futures=True)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # at interpreter exit anything may be gone
+        try:  # (no module globals here: at interpreter exit they may be gone)
             self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
 
 
 def _read_small(path: Path, most: int) -> bytes | None:
