@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import bench_detection
 from bench_loader import make_full_size_rec, make_rec  # bench/ is on sys.path as a script
 from benchutil import listed_images, ratio, save_results
 from loader_scripts import DATASET, ITERATOR
@@ -53,6 +54,30 @@ os.unlink(path)
 os.unlink(path[:-4] + ".idx")
 print(json.dumps({"write": n / (t1 - t0), "read": n / (t2 - t1), "label_sum": total}))
 """
+
+#: rec verify's walk (frames, padding, headers as detection labels, the
+#: .idx) over many small records, records/s
+VERIFY = r"""
+import json, sys, time
+from im2rec.inspect.verifying import verify
+path = sys.argv[2]
+t0 = time.perf_counter()
+result = verify(path, boxes=True)
+assert not result.problems, result.problems[:3]
+print(json.dumps({"verify": result.records / (time.perf_counter() - t0)}))
+"""
+
+
+def make_verify_rec(path: Path, n: int) -> None:
+    """``n`` records of 256 bytes, each with a detection label, indexed."""
+    from im2rec.recordio import IndexedRecordWriter, pack
+    from im2rec.recordio.detection import make_label
+
+    label = make_label([[1, 0.1, 0.2, 0.5, 0.6, 0]], (320, 240))
+    with IndexedRecordWriter(path) as w:
+        for i in range(n):
+            w.write_key(i, pack((len(label), label, i, 0), bytes(256)))
+
 
 #: the pack jobs: rec pack of a list, --pass-through (threads copy the files)
 #: or with its options (worker processes decode, resize, encode), records/s
@@ -92,8 +117,12 @@ def jobs(work: Path, workers: int, epochs: int) -> list[tuple[str, str, list[str
          "pack"),
         ("rec pack --resize 128 (processes)", PACK,
          ["pack", str(work), str(workers), "--resize", "128"], "pack"),
+        ("ImageDetRecordIter, SSD's augmentation", bench_detection.SCRIPT,
+         ["im2rec", str(work / "det.rec"), *loader], "images_per_s"),
         ("IndexedRecordWriter, 1 KB records", RECORDIO, ["recordio", str(work)], "write"),
         ("IndexedRecordReader, by key", RECORDIO, ["recordio", str(work)], "read"),
+        ("rec verify --boxes, 256-byte records", VERIFY, ["verify", str(work / "verify.rec")],
+         "verify"),
     ]  # fmt: skip
 
 
@@ -134,6 +163,8 @@ def main() -> int:
         try:
             make_rec(work / "256.rec", a.images)
             make_full_size_rec(work / "full.rec", a.images // 2)
+            bench_detection.make_rec(work / "det.rec", a.images // 2)
+            make_verify_rec(work / "verify.rec", 200_000)
             listed_images(work, a.images, copies=("out",))
             best: dict[str, dict[str, float]] = {}
             sides = [("before", before), ("after", ROOT)]

@@ -142,47 +142,51 @@ class DataFolder:
 
 
 def card_text(splits: dict[str, list[ShardInfo]]) -> str:
-    """The card's text: its YAML declares the features (the first split's,
-    every split's being the same), each split's rows and bytes, and where
-    each split's files are; splits in name order."""
+    """The card's text: its YAML (written by ``yaml.safe_dump``, which
+    quotes every name as YAML needs) declares the features (the first
+    split's, every split's being the same), each split's rows and bytes,
+    and where each split's files are; splits in name order."""
+    import yaml
+
     order = sorted(split for split, infos in splits.items() if infos)
     if not order:
         return ""
     features = splits[order[0]][0].features
     sizes = [(split, sum(i.rows for i in splits[split]), sum(i.size for i in splits[split]))
              for split in order]  # fmt: skip
-    lines = ["---", "dataset_info:", "  features:"]
-    lines += _yaml_features(features, "  ")
-    lines.append("  splits:")
-    for split, rows, size in sizes:
-        lines += [f"  - name: {split}", f"    num_bytes: {size}", f"    num_examples: {rows}"]
     total = sum(s for _, _, s in sizes)
-    lines += [f"  download_size: {total}", f"  dataset_size: {total}", "configs:",
-              "- config_name: default", "  data_files:"]  # fmt: skip
-    for split, _, _ in sizes:
-        lines += [f"  - split: {split}", f"    path: data/{split}-*"]
-    lines += ["---", "", "Packed from MXNet RecordIO with im2rec (`rec export --to parquet`);",
-              "`rec import parquet` makes the `.rec`/`.idx` again, byte for byte.", ""]  # fmt: skip
-    return "\n".join(lines)
+    info = {
+        "features": _yaml_features(features),
+        "splits": [{"name": split, "num_bytes": size, "num_examples": rows}
+                   for split, rows, size in sizes],
+        "download_size": total,
+        "dataset_size": total,
+    }  # fmt: skip
+    files = [{"split": split, "path": f"data/{split}-*"} for split, _, _ in sizes]
+    configs = [{"config_name": "default", "data_files": files}]
+    header = yaml.safe_dump(
+        {"dataset_info": info, "configs": configs}, sort_keys=False, allow_unicode=True
+    )
+    return (
+        f"---\n{header}---\n\nPacked from MXNet RecordIO with im2rec (`rec export --to parquet`);\n"
+        "`rec import parquet` makes the `.rec`/`.idx` again, byte for byte.\n"
+    )
 
 
-def _yaml_features(features: dict[str, Any], indent: str) -> list[str]:
-    out = []
+def _yaml_features(features: dict[str, Any]) -> list[dict[str, Any]]:
+    """``features`` as the card's YAML lists them (``datasets``' own form)."""
+    out: list[dict[str, Any]] = []
     for name, feature in features.items():
-        out.append(f"{indent}- name: {name}")
         kind = feature.get("_type") if isinstance(feature, dict) else None
         if kind == "Image":
-            out.append(f"{indent}  dtype: image")
+            out.append({"name": name, "dtype": "image"})
         elif kind == "ClassLabel":
-            out += [f"{indent}  dtype:", f"{indent}    class_label:", f"{indent}      names:"]
-            out += [
-                f"{indent}        '{i}': {json.dumps(n)}" for i, n in enumerate(feature["names"])
-            ]
+            names = {str(i): n for i, n in enumerate(feature["names"])}
+            out.append({"name": name, "dtype": {"class_label": {"names": names}}})
         elif kind == "List":
-            out.append(f"{indent}  list: {feature['feature']['dtype']}")
+            out.append({"name": name, "list": feature["feature"]["dtype"]})
         elif kind == "Value":
-            out.append(f"{indent}  dtype: {feature['dtype']}")
+            out.append({"name": name, "dtype": feature["dtype"]})
         else:  # a struct of values
-            out.append(f"{indent}  struct:")
-            out += _yaml_features(feature, indent + "  ")
+            out.append({"name": name, "struct": _yaml_features(feature)})
     return out

@@ -212,9 +212,10 @@ def convert_to_faces(
     The record headers are walked first (8 bytes and a header a record), so
     a label that is not an identity, or a file already in the layout, is an
     error before anything is written."""
-    from ..inspect.scanning import FRAME_WORDS, header_at, walk_records
     from ..inspect.summary import face_layout
     from ..recordio import RecordReader, read_record, unpack
+    from ..recordio.faces import layout_record
+    from ..recordio.walking import header_at, length_word, walk_records
 
     target = Path(os.fspath(out)).with_suffix(".rec")
     existing = [p for p in (target, target.with_suffix(".idx")) if p.exists()]
@@ -228,8 +229,8 @@ def convert_to_faces(
         header0, layout_records = None, 0
         for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
             header = header_at(buf, head, nxt, reader.name)
-            if header.flag == 2 and FRAME_WORDS.unpack(buf[head : head + 8])[1] == 24 + 8:
-                layout_records += 1  # two labels, no image
+            if layout_record(header, length_word(buf, head)):
+                layout_records += 1
                 header0 = header if header.id == 0 else header0
             identity = identity_of_label(header.label)
             if identity is None:

@@ -34,11 +34,12 @@ from typing import Any
 
 from ..errors import ConfigError, DatasetError
 from ..imaging.headers import image_extension
-from ..inspect.scanning import header_at, walk_records
 from ..listing.classmap import class_map_beside, classes_named, read_class_map
 from ..progress import with_progress
 from ..recordio import RecordReader, unpack
+from ..recordio.header import is_class_index, is_whole
 from ..recordio.sequential import sequential_records
+from ..recordio.walking import header_at, walk_records
 from ..storage import exists, sibling
 from ..storage.atomic import write_file
 from .arrow_columns import BinaryColumn, float_lists, numbers, strings
@@ -100,9 +101,9 @@ class _Labels:
             return False
         if self.kind == "float":
             return True
-        if not value.is_integer():
-            return False
-        return 0 <= value < len(self.names) if self.kind == "class" else abs(value) < 1 << 53
+        if self.kind == "class":
+            return bool(is_class_index(value)) and value < len(self.names)
+        return bool(is_whole(value))
 
     def feature(self) -> dict[str, Any]:
         if self.kind == "class":

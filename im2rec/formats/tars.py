@@ -29,6 +29,7 @@ from typing import Any, cast
 from ..errors import DatasetError, Im2RecError, MissingFileError
 from ..recordio import MAX_RECORD_SIZE
 from ..recordio.chunks import Chunks
+from ..recordio.codec import ALIGN
 from ..recordio.framing import has_aligned_magic
 from ..storage.confined import relative_name
 from ..storage.files import FileRange, HeldFile, open_regular, pread
@@ -251,7 +252,7 @@ class _Ahead(Chunks):
         while n:
             piece = self.get(start, min(n, len(self.buf)))
             if len(piece) < n:
-                piece = piece[: len(piece) & ~3]  # pieces end 4-aligned: no word spans two
+                piece = piece[: len(piece) & -ALIGN]  # pieces end aligned: no word spans two
             if not piece:
                 return None
             found = found or has_aligned_magic(piece)

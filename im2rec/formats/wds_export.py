@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ..imaging.headers import image_extension
-from ..inspect.scanning import FRAME_WORDS, header_at, walk_records
 from ..progress import with_progress
 from ..recordio import read_index_entries, read_record, unpack
 from ..recordio.chunks import Chunks
-from ..recordio.framing import LENGTH_MASK
+from ..recordio.codec import CFLAG_WHOLE, HEAD_SIZE, decode_flag, decode_length, image_start
+from ..recordio.walking import header_at, length_word, walk_records
 from ..storage import exists, is_url, sibling
 from ..storage.files import FileRange
 from ..storage.objects import publish, url_join
@@ -111,11 +111,11 @@ def _record_at(
     """A record's header, and its image: for a whole record in a local file,
     where it lies, with the chunk's view of it when it fits in one (written
     from there), else copied file to file by the kernel; else its bytes."""
-    word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
-    if word >> 29 == 0 and chunks is not None:
+    word = length_word(buf, head)
+    if decode_flag(word) == CFLAG_WHOLE and chunks is not None:
         header = header_at(buf, head, nxt, name)
-        start = 8 + 24 + (4 * header.flag if header.flag else 0)
-        offset, length = head + start, (word & LENGTH_MASK) + 8 - start
+        start = image_start(header.flag)
+        offset, length = head + HEAD_SIZE + start, decode_length(word) - start
         if length > chunks.SIZE:
             return header, FileRange(chunks.fd, offset, length, name)
         image = chunks.take(offset, length, name)

@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import DatasetError, RecordFormatError
 from ..progress import with_progress
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
+from ..recordio.codec import IR_HEADER
 from ..recordio.framing import needs_split
 from ..recordio.header import stored_label
 from ..storage.atomic import write_file
@@ -209,7 +210,6 @@ _EXPORTED = re.compile(
     rb'\{"flag":0,"label":\[(%s)\],"id":(%s),"id2":(%s),"key":(%s|null)\}'
     % (_NUMBER, _WHOLE, _WHOLE, _WHOLE)
 )
-_HEADER = struct.Struct("<IfQQ")
 _SHORT = 256  # (rec export's are under 150 bytes: a longer one takes the general path)
 
 
@@ -235,7 +235,7 @@ def _exported_fast(sample: Sample, number: int) -> tuple[Any, bytes, Data, bool]
     if not math.isfinite(label):
         return None
     try:
-        head = _HEADER.pack(0, label, int(rid), int(id2))
+        head = IR_HEADER.pack(0, label, int(rid), int(id2))
     except (OverflowError, struct.error):  # past float32 or 64 bits
         return None
     if label.is_integer() and abs(label) > 1 << 24 and stored_label(label) is None:

@@ -19,11 +19,12 @@ from ..errors import (
     TruncatedRecordError,
 )
 from ..recordio import RecordIndex, RecordReader
+from ..recordio.codec import can_start
 from ..recordio.framing import not_recordio
 from ..recordio.index import index_arrays
+from ..recordio.walking import walk_records
 from ..storage.atomic import AtomicGroup
 from ..storage.files import open_regular
-from .scanning import walk_records
 from .verifying import bad_padding, padding_message
 
 __all__ = ["merge_recs"]
@@ -88,7 +89,7 @@ def _checked_index(idx: Path) -> tuple[Any, np.ndarray]:
     """An input's keys and offsets, checked as load_index checks them, without
     the lookup table (nothing is looked up)."""
     keys, offsets = index_arrays(idx)
-    bad = np.flatnonzero((offsets < 0) | (offsets % 4 != 0))
+    bad = np.flatnonzero(~can_start(offsets))
     if len(bad):
         raise IndexFormatError(
             f"{idx}: offset {int(offsets[bad[0]]):,} cannot start a record (offsets are "

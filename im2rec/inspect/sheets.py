@@ -16,8 +16,8 @@ from ..errors import ConfigError, DatasetError, ImageTooLargeError
 from ..imaging.codec import DECODE_ERRORS, check_pixels, open_image
 from ..recordio import IRHeader, RecordReader, read_record, unpack
 from ..recordio.detection import kept, problem, read_label
+from ..recordio.walking import Damage, header_at, walk_records
 from ..storage.atomic import AtomicGroup
-from .scanning import Damage, header_at, walk_records
 
 __all__ = ["contact_sheet"]
 

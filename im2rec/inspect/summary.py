@@ -12,10 +12,11 @@ from typing import Any
 
 from ..errors import Im2RecError
 from ..recordio import RecordReader, read_record, unpack
-from ..recordio.faces import face_header
+from ..recordio.codec import CFLAG_FIRST, decode_flag
+from ..recordio.faces import face_header, layout_record
 from ..recordio.index import index_arrays
+from ..recordio.walking import header_at, length_word, walk_records
 from ..storage import exists, sibling
-from .scanning import FRAME_WORDS, header_at, walk_records
 
 __all__ = ["face_layout", "summarise"]
 
@@ -58,10 +59,10 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     boxes = BoxStats()
     for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
         heads.append(head)
-        word = FRAME_WORDS.unpack(buf[head : head + 8])[1]
-        split += word >> 29 == 1
+        word = length_word(buf, head)
+        split += decode_flag(word) == CFLAG_FIRST
         header = header_at(buf, head, nxt, reader.name)
-        if header.flag == 2 and word == 24 + 8:  # two labels and no image: a layout record
+        if layout_record(header, word):
             face["layout_records"].add(head)
             if header.id == 0:
                 face["header"] = header

@@ -16,9 +16,10 @@ from ..errors import DatasetError, RecordFormatError
 from ..imaging.headers import image_extension
 from ..listing.classmap import read_class_map
 from ..recordio import RecordReader, read_record, unpack
+from ..recordio.faces import layout_record
+from ..recordio.walking import Damage, header_at, length_word, walk_records
 from ..storage.atomic import AtomicGroup, fresh_folder
 from ..storage.confined import ConfinedWriter
-from .scanning import FRAME_WORDS, Damage, header_at, walk_records
 from .summary import face_layout
 
 __all__ = ["UnpackResult", "image_extension", "read_class_map", "unpack_rec"]
@@ -75,8 +76,8 @@ def unpack_rec(
     for head, nxt in _records(reader):  # a walk reads only the 8-byte frame heads
         header = _header(buf, head, nxt, reader.name)
         records += 1
-        if header.flag == 2 and FRAME_WORDS.unpack(buf[head : head + 8])[1] == 24 + 8:
-            layout_records += 1  # two labels and no image: InsightFace's layout records
+        if layout_record(header, length_word(buf, head)):
+            layout_records += 1
             first_head = header if header.id == 0 else first_head
     faces = face_layout(first_head, layout_records, records) is not None
     in_place = out_dir.exists()

@@ -13,12 +13,20 @@ from typing import Any
 from ..errors import Im2RecError
 from ..progress import with_progress
 from ..recordio import RecordReader, read_index_entries, read_record, unpack
-from ..recordio.framing import LENGTH_MASK, Buffer, not_recordio
+from ..recordio.codec import (
+    CFLAG_LAST,
+    CFLAG_WHOLE,
+    HEAD_SIZE,
+    decode_flag,
+    decode_length,
+    frame_size,
+)
+from ..recordio.framing import Buffer, not_recordio
 from ..recordio.index import index_arrays
 from ..recordio.manifests import load_pack_manifest
+from ..recordio.walking import Damage, Progress, header_at, walk_records
 from ..storage import exists, sibling
 from ..storage.files import FileView, open_regular, read_json
-from .scanning import Damage, Progress, header_at, walk_records
 
 __all__ = [
     "LABEL_PROBLEMS",
@@ -150,15 +158,15 @@ def bad_padding(buf: Buffer, head: int, end: int) -> int | None:
     # time this check took, on a walk that costs a few us a record)
     read = buf.read if isinstance(buf, FileView) else lambda at, n: bytes(buf[at : at + n])
     pos = head
-    while pos + 8 <= end:
-        lrec = int.from_bytes(read(pos + 4, 4), "little")
-        length = lrec & LENGTH_MASK
-        data_end = pos + 8 + length
-        pad = -length % 4
+    while pos + HEAD_SIZE <= end:
+        lrec = int.from_bytes(read(pos + 4, 4), "little")  # (the word after the magic)
+        data_end = pos + HEAD_SIZE + decode_length(lrec)
+        nxt = pos + frame_size(lrec)
+        pad = nxt - data_end
         if pad and read(data_end, pad) != _ZEROS[:pad]:
             return data_end
-        pos = data_end + pad
-        if lrec >> 29 in (0, 3):  # a whole record, or the last part of a split one
+        pos = nxt
+        if decode_flag(lrec) in (CFLAG_WHOLE, CFLAG_LAST):  # the record ends here
             return None
     return None
 

@@ -140,10 +140,19 @@ class Encoder:
         # The header (and any labels) and the image stay two buffers: the
         # writer hands both to the kernel, so the image is never copied.
         header = pack(IRHeader(0, label, item.key, 0), b"")
-        size = len(header) + len(data)
-        if size >= MAX_RECORD_SIZE:
-            return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
+        if too_large := _too_large(len(header) + len(data)):
+            return too_large
         return Packed(header, data, needs_split(header, data))
+
+
+def _too_large(size: int, more: bool = False) -> Failure | None:
+    """The failure of an image whose record would hold ``size`` bytes (or,
+    with ``more``, at least that many), or None when a record holds it."""
+    if size < MAX_RECORD_SIZE:
+        return None
+    return Failure(
+        "record-too-large", f"{'over ' if more else ''}{size:,} bytes; RecordIO stores < 2**29"
+    )
 
 
 def _fetch(url: str) -> bytes | Failure:
@@ -155,9 +164,7 @@ def _fetch(url: str) -> bytes | Failure:
         return Failure("missing", "no such object")
     except Im2RecError as exc:  # refused, or failed after retries
         return Failure("unreadable", str(exc))
-    if len(data) >= MAX_RECORD_SIZE:
-        return Failure("record-too-large", f"over {len(data):,} bytes; RecordIO stores < 2**29")
-    return data
+    return _too_large(len(data), more=True) or data
 
 
 def _read_file(path: str) -> bytes | Failure:
@@ -169,8 +176,8 @@ def _read_file(path: str) -> bytes | Failure:
     except Im2RecError:
         return Failure("unreadable", NOT_REGULAR)
     try:
-        if size >= MAX_RECORD_SIZE:
-            return Failure("record-too-large", f"{size:,} bytes; RecordIO stores < 2**29")
+        if too_large := _too_large(size):
+            return too_large
         # os-level reads: no file object per image. One byte more than the
         # size tells a file that grew since fstat from one that did not.
         data = os.read(fd, size + 1)
@@ -180,9 +187,7 @@ def _read_file(path: str) -> bytes | Failure:
         while more := os.read(fd, 1 << 20):
             parts.append(more)
         data = b"".join(parts)
-        if len(data) >= MAX_RECORD_SIZE:
-            return Failure("record-too-large", f"{len(data):,} bytes; RecordIO stores < 2**29")
-        return data
+        return _too_large(len(data)) or data
     finally:
         os.close(fd)
 

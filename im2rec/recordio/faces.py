@@ -5,13 +5,20 @@ that the readers (``RecordDataset``, ``rec info``) need nothing above it."""
 
 from __future__ import annotations
 
+from .codec import image_start
 from .header import IRHeader
 
-__all__ = ["MAX_IDENTITIES", "face_header"]
+__all__ = ["MAX_IDENTITIES", "face_header", "layout_record"]
 
 #: The most identities a layout may claim (Glint360K has 360,232): a bound
 #: on what a hostile header record makes a reader allocate.
 MAX_IDENTITIES = 10_000_000
+
+
+def layout_record(header: IRHeader, lrec: int) -> bool:
+    """Whether the whole record with this header and length word is one of
+    the layout's header or identity records: two labels and no image."""
+    return header.flag == 2 and lrec == image_start(2)
 
 
 def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, int] | None:

@@ -19,7 +19,6 @@ from the whole record length, so only the last part is padded.
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +31,24 @@ from ..errors import (
 )
 from ..storage.files import FileView
 from ..storage.files import pread as _pread
+from .codec import (
+    CFLAG_FIRST,
+    CFLAG_LAST,
+    CFLAG_MIDDLE,
+    CFLAG_WHOLE,
+    HEAD,
+    HEAD_SIZE,
+    MAGIC,
+    MAGIC_BYTES,
+    MAX_RECORD_SIZE,
+    aligned,
+    decode_flag,
+    decode_length,
+    encode_lrec,
+    frame_size,
+    padded,
+    padding,
+)
 
 __all__ = [
     "CFLAG_FIRST",
@@ -53,18 +70,9 @@ __all__ = [
     "unpack_head",
 ]
 
-MAGIC = 0xCED7230A
-MAGIC_BYTES = struct.pack("<I", MAGIC)
-#: Exclusive upper bound on a record's size: the length field has 29 bits.
-MAX_RECORD_SIZE = 1 << 29
-LENGTH_MASK = MAX_RECORD_SIZE - 1
-CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
-
-_HEAD = struct.Struct("<II")
-_unpack_head = _HEAD.unpack_from
+_unpack_head = HEAD.unpack_from
 #: (magic, length word) at an offset of a buffer
 unpack_head = _unpack_head
-_PADS = (b"", b"\0\0\0", b"\0\0", b"\0")
 # From this size a record is scanned for magic words with numpy: 4x faster than
 # bytes.find, and worth numpy's import (0.1 s) for image-sized records; the C
 # scan, when built, is faster than both and imports nothing.
@@ -82,7 +90,7 @@ def _words(buf: Buffer, pos: int) -> tuple[int, int]:
     """The magic and length words at ``pos`` (8 bytes must be there)."""
     if isinstance(buf, FileView):  # parsed in the view's cached block: no copy, one call
         block, off = buf.window(pos)
-        if off + 8 > len(block):
+        if off + HEAD_SIZE > len(block):
             raise buf._shrunk(pos + len(block) - off)
         return _unpack_head(block, off)
     return _unpack_head(buf, pos)
@@ -98,7 +106,7 @@ def _payload(buf: Buffer, start: int, length: int) -> bytes:
 
 
 def _head(cflag: int, length: int) -> bytes:
-    return _HEAD.pack(MAGIC, (cflag << 29) | length)
+    return HEAD.pack(MAGIC, encode_lrec(cflag, length))
 
 
 def frame(data: bytes | bytearray | memoryview) -> bytes:
@@ -113,13 +121,13 @@ def frame(data: bytes | bytearray | memoryview) -> bytes:
         raise _too_large(n)
     if n < _VECTOR_SCAN:  # inline: this is the per-record path of small records
         hit = data.find(MAGIC_BYTES)
-        while hit != -1 and hit & 3:
+        while hit != -1 and not aligned(hit):
             hit = data.find(MAGIC_BYTES, hit + 1)
         whole = hit == -1
     else:
         whole = not has_aligned_magic(data)
     if whole:  # the common case: one whole record
-        return b"".join((_HEAD.pack(MAGIC, n), data, _PADS[n & 3]))
+        return b"".join((_head(CFLAG_WHOLE, n), data, padding(n)))
     return _frame_split(bytes(data))
 
 
@@ -128,7 +136,7 @@ def needs_split(*pieces: bytes | bytearray | memoryview) -> bool:
     magic word at a 4-aligned offset, and so is written as a split record.
     Packing workers answer it (in parallel) and hand the answer to
     :func:`frame_parts`, so the writer does not scan every image again."""
-    if any(len(p) & 3 for p in pieces[:-1]):  # pieces scan alone only when 4-aligned
+    if not all(aligned(len(p)) for p in pieces[:-1]):  # pieces scan alone only when aligned
         return bool(_aligned_magics(b"".join(pieces)))
     return any(has_aligned_magic(p) for p in pieces)
 
@@ -138,7 +146,7 @@ def whole_frame(n: int) -> tuple[bytes, bytes]:
     and length words before, its padding after."""
     if n >= MAX_RECORD_SIZE:
         raise _too_large(n)
-    return _HEAD.pack(MAGIC, n), _PADS[n & 3]
+    return _head(CFLAG_WHOLE, n), padding(n)
 
 
 def frame_parts(
@@ -165,10 +173,10 @@ def frame_parts(
     if split:
         joined = _frame_split(b"".join(kept))
         return [joined], len(joined)
-    parts: list[Any] = [_HEAD.pack(MAGIC, n), *kept]  # the common case: one whole record
-    if n & 3:
-        parts.append(_PADS[n & 3])
-    return parts, (n + 11) & ~3
+    parts: list[Any] = [_head(CFLAG_WHOLE, n), *kept]  # the common case: one whole record
+    if pad := padding(n):
+        parts.append(pad)
+    return parts, HEAD_SIZE + padded(n)
 
 
 def _too_large(n: int) -> RecordTooLargeError:
@@ -214,7 +222,7 @@ def _aligned_magics(data: bytes | bytearray) -> list[int]:
         return (np.flatnonzero(words == MAGIC) << 2).tolist()  # type: ignore[no-any-return]
     hits, hit = [], data.find(MAGIC_BYTES)
     while hit != -1:
-        if not hit & 3:
+        if aligned(hit):
             hits.append(hit)
         hit = data.find(MAGIC_BYTES, hit + 1)
     return hits
@@ -233,7 +241,7 @@ def _frame_split(data: bytes) -> bytes:
     n = len(data)
     out.append(_head(CFLAG_LAST, n - start))
     out.append(data[start:])
-    out.append(_PADS[n & 3])
+    out.append(padding(n))
     return b"".join(out)
 
 
@@ -244,36 +252,36 @@ def read_record(buf: Buffer, pos: int, end: int, name: str) -> tuple[bytes, int]
     memoryview) and the offset of the next record. ``end`` is the size of the
     valid data in ``buf``; ``name`` is the file name used in error messages.
     """
-    if type(buf) is FileView and pos + 8 <= end:
+    if type(buf) is FileView and pos + HEAD_SIZE <= end:
         # The per-record path of every file reader, inlined: a whole record
         # inside the view's cached block (or one new block read) is sliced
         # out with no further call. Anything else takes the general path.
         base, block = buf._block
         off = pos - base
-        if off < 0 or off + 8 > len(block):
+        if off < 0 or off + HEAD_SIZE > len(block):
             if 0 <= off <= len(block) + 64:  # a walk over small records: read ahead, cache
                 block, off = buf.window(pos)
             else:  # a jump (random access): one small read, not cached
                 block, off = _pread(buf.fd, buf.BLOCK, pos), 0
-        if off + 8 <= len(block):
+        if off + HEAD_SIZE <= len(block):
             magic, lrec = _unpack_head(block, off)
-            nxt = pos + 8 + ((lrec + 3) & ~3)
-            if magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and nxt <= end:
-                off += 8
+            nxt = pos + frame_size(lrec)
+            if magic == MAGIC and decode_flag(lrec) == CFLAG_WHOLE and nxt <= end:
+                off += HEAD_SIZE  # (a whole record's length word is its length)
                 if off + lrec <= len(block):
                     return block[off : off + lrec], nxt
-                return _payload(buf, pos + 8, lrec), nxt
-    if pos + 8 > end:
+                return _payload(buf, pos + HEAD_SIZE, lrec), nxt
+    if pos + HEAD_SIZE > end:
         raise _truncated(name, pos, end, "inside a record header")
     magic, lrec = _words(buf, pos)
     if magic != MAGIC:
         raise _bad_magic(name, pos, magic)
-    length = lrec & LENGTH_MASK
-    start = pos + 8
-    nxt = start + ((length + 3) & ~3)
+    length = decode_length(lrec)
+    start = pos + HEAD_SIZE
+    nxt = pos + frame_size(lrec)
     if nxt > end:
         raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
-    cflag = lrec >> 29
+    cflag = decode_flag(lrec)
     if cflag == CFLAG_WHOLE:
         return _payload(buf, start, length), nxt
     if cflag != CFLAG_FIRST:
@@ -292,25 +300,25 @@ def _read_split(
     total = length
     while True:
         pos = nxt
-        if pos + 8 > end:
+        if pos + HEAD_SIZE > end:
             raise _truncated(
                 name, pos, end, f"inside the split record that starts at byte {head:,}"
             )
         magic, lrec = _words(buf, pos)
         if magic != MAGIC:
             raise _bad_magic(name, pos, magic)
-        cflag, length = lrec >> 29, lrec & LENGTH_MASK
+        cflag, length = decode_flag(lrec), decode_length(lrec)
         if cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
             raise RecordFormatError(
                 f"{name}: the split record that starts at byte {head:,} is not "
                 f"finished: byte {pos:,} holds a part with cflag {cflag} where a "
                 "continuation (2 or 3) belongs; the file is damaged"
             )
-        start = pos + 8
-        nxt = start + ((length + 3) & ~3)
+        start = pos + HEAD_SIZE
+        nxt = pos + frame_size(lrec)
         if nxt > end:
             raise _truncated(name, pos, end, f"inside a {length:,}-byte payload")
-        total += 4 + length
+        total += len(MAGIC_BYTES) + length
         if total >= MAX_RECORD_SIZE:  # no writer makes one; refused before it is joined
             raise RecordFormatError(
                 f"{name}: the split record that starts at byte {head:,} holds more than "
@@ -330,15 +338,15 @@ def iter_heads(buf: Buffer, end: int, name: str, start: int = 0) -> Iterator[tup
     """
     pos = start
     while pos < end:
-        if pos + 8 > end:
+        if pos + HEAD_SIZE > end:
             raise _truncated(name, pos, end, "inside a record header")
         head = pos
         while True:
             magic, lrec = _words(buf, pos)
             if magic != MAGIC:
                 raise _bad_magic(name, pos, magic)
-            cflag = lrec >> 29
-            nxt = pos + 8 + (((lrec & LENGTH_MASK) + 3) & ~3)
+            cflag = decode_flag(lrec)
+            nxt = pos + frame_size(lrec)
             if nxt > end:
                 raise _truncated(name, pos, end, "inside a record payload")
             if pos == head and cflag not in (CFLAG_WHOLE, CFLAG_FIRST):
@@ -349,7 +357,7 @@ def iter_heads(buf: Buffer, end: int, name: str, start: int = 0) -> Iterator[tup
             pos = nxt
             if cflag in (CFLAG_WHOLE, CFLAG_LAST):
                 break
-            if pos + 8 > end:
+            if pos + HEAD_SIZE > end:
                 raise _truncated(name, pos, end, f"inside the split record at byte {head:,}")
         yield head, pos
 

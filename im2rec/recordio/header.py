@@ -19,17 +19,41 @@ import struct
 from typing import Any, NamedTuple
 
 from ..errors import RecordFormatError
+from .codec import IR_HEADER, IR_HEADER_SIZE, image_start
 
-__all__ = ["HEADER_SIZE", "IRHeader", "pack", "stored_label", "unpack"]
+__all__ = [
+    "HEADER_SIZE",
+    "IRHeader",
+    "is_class_index",
+    "is_whole",
+    "pack",
+    "stored_label",
+    "unpack",
+]
 
-_HEADER = struct.Struct("<IfQQ")
-HEADER_SIZE = _HEADER.size
+_HEADER = IR_HEADER
+HEADER_SIZE = IR_HEADER_SIZE
 _U64 = 1 << 64
 _unpack_from = _HEADER.unpack_from
 _new_tuple = tuple.__new__
 
 
 _F32 = struct.Struct("<f")
+#: Whole numbers a label read as a double holds exactly lie below this.
+_EXACT = 2.0**53
+
+
+def is_whole(value: Any) -> Any:
+    """Whether a label is a whole number held exactly (``|value| < 2**53``):
+    a float, or a numpy float array (an array of bools then; NaN and
+    infinities are not whole)."""
+    return (abs(value) < _EXACT) & (value % 1 == 0)
+
+
+def is_class_index(value: Any) -> Any:
+    """Whether a label is a class index: a whole number from 0 below 2**53
+    (:func:`is_whole`'s forms)."""
+    return (value >= 0) & is_whole(value)
 
 
 def stored_label(value: float) -> float | None:
@@ -142,7 +166,7 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes]:
         # tuple.__new__ skips the namedtuple's Python-level __new__: this is
         # the per-record hot path of every reader.
         return _new_tuple(IRHeader, fields), s[HEADER_SIZE:]  # type: ignore[return-value]
-    end = HEADER_SIZE + 4 * flag
+    end = image_start(flag)
     if len(s) < end:
         raise RecordFormatError(
             f"record header says {flag:,} float32 labels follow, but the record "

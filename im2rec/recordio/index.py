@@ -20,6 +20,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .codec import can_start
+
 if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` start without it
     import numpy as np
 
@@ -388,7 +390,7 @@ def _check_offsets(index: RecordIndex, lines: list[int] | None) -> None:
     import numpy as np
 
     off = index.offsets
-    bad = np.flatnonzero((off < 0) | (off % 4 != 0))
+    bad = np.flatnonzero(~can_start(off))
     if len(bad):
         i = int(bad[0])
         raise offset_error(index.name, lines, i, _py(index.keys[i]), int(off[i]))

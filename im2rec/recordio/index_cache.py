@@ -55,6 +55,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .codec import can_start
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -310,7 +312,7 @@ def _consistent(keys: np.ndarray, offsets: np.ndarray, table: np.ndarray, base: 
 
     for start in range(0, len(offsets), _PIECE):
         piece = offsets[start : start + _PIECE]
-        if bool(((piece < 0) | (piece % 4 != 0)).any()):
+        if not bool(can_start(piece).all()):
             return False
     if not len(table):
         return True

@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .codec import can_start
+
 if TYPE_CHECKING:  # numpy is imported on first use: `rec verify`/`rec index` start without it
     import numpy as np
 
@@ -64,7 +66,7 @@ def read_index_entries(
     else:
         keys, offsets, lines = parse_lines(data, name, key_type)
     if check:
-        bad = next((i for i, off in enumerate(offsets) if off < 0 or off % 4), None)
+        bad = next((i for i, off in enumerate(offsets) if not can_start(off)), None)
         if bad is not None:
             raise offset_error(name, lines, bad, keys[bad], offsets[bad])
         if len(set(keys)) != len(keys):

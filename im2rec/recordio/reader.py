@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import MissingFileError, RecordFormatError
 from ..storage.files import FileView, pread
-from .framing import CFLAG_WHOLE, MAGIC, iter_heads, read_record, unpack_head
+from .codec import CFLAG_WHOLE, MAGIC, decode_flag, frame_size
+from .framing import iter_heads, read_record, unpack_head
 from .index import RecordIndex, load_index
 from .views import KeyView
 
@@ -402,4 +403,4 @@ def _whole_record(data: bytes, size: int) -> bool:
     if len(data) != size:
         return False
     magic, lrec = unpack_head(data, 0)
-    return bool(magic == MAGIC and lrec >> 29 == CFLAG_WHOLE and 8 + ((lrec + 3) & ~3) == size)
+    return bool(magic == MAGIC and decode_flag(lrec) == CFLAG_WHOLE and frame_size(lrec) == size)

@@ -6,11 +6,12 @@ Each span ``offsets[j]:stops[j]`` of an open file is read with one
 ``pread`` into one buffer, then the framing and the header of every record
 are checked at once with numpy: the magic word, a whole record (cflag 0)
 whose length and padding fill the span exactly, a header with flag 0 (one
-label, in the header) and, for class labels, a whole number from 0 to
-2**53. The batch stops at the first span that is not such a record (or
-cannot be read): the caller's per-record path reads that one and says what
-it is. The rules are :mod:`~im2rec.recordio.framing`'s and
-:mod:`~im2rec.recordio.header`'s (docs/format.md, "Records on disk").
+label, in the header) and, for class labels, a class index
+(:func:`~im2rec.recordio.header.is_class_index`). The batch stops at the
+first span that is not such a record (or cannot be read): the caller's
+per-record path reads that one and says what it is. The rules are
+:mod:`~im2rec.recordio.codec`'s and :mod:`~im2rec.recordio.header`'s
+(docs/format.md, "Records on disk").
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .framing import MAGIC, MAX_RECORD_SIZE
-from .header import HEADER_SIZE
+from .codec import (
+    CFLAG_WHOLE,
+    HEAD_SIZE,
+    MAGIC,
+    MAX_RECORD_SIZE,
+    decode_flag,
+    frame_size,
+    image_start,
+)
+from .header import is_class_index
 
 __all__ = ["Singles", "read_singles"]
 
-_HEAD = 8  # magic, length word
-_FIRST = _HEAD + HEADER_SIZE  # where the image starts in a record
+_FIRST = HEAD_SIZE + image_start(0)  # where a single-label record's image starts
 
 
 class Singles(NamedTuple):
@@ -57,7 +65,9 @@ def read_singles(
     keeps one, which spares a fresh allocation's page faults each time."""
     offsets = np.asarray(offsets, np.int64)
     spans = np.asarray(stops, np.int64) - offsets
-    usable = (offsets >= 0) & (spans >= _FIRST) & (spans <= min(span_limit, MAX_RECORD_SIZE + 8))
+    usable = (
+        (offsets >= 0) & (spans >= _FIRST) & (spans <= min(span_limit, HEAD_SIZE + MAX_RECORD_SIZE))
+    )
     count = int(usable.argmin()) if not usable.all() else len(offsets)
     bases = np.zeros(count + 1, np.int64)
     np.cumsum(spans[:count], out=bases[1:])
@@ -81,19 +91,19 @@ def read_singles(
     lrec = head[:, 1].astype(np.int64)
     good = (
         (head[:, 0] == MAGIC)
-        & (lrec >> 29 == 0)  # cflag 0: a whole record
-        & (_HEAD + ((lrec + 3) & ~3) == spans[:count])
-        & (lrec >= HEADER_SIZE)
+        & (decode_flag(lrec) == CFLAG_WHOLE)
+        & (frame_size(lrec) == spans[:count])
+        & (lrec >= image_start(0))
         & (head[:, 2] == 0)  # flag 0: one label, in the header
     )
     labels = head[:, 3].view("<f4").astype(np.float32)
     if classes:
         value = labels.astype(np.float64)
         with np.errstate(invalid="ignore"):
-            good &= (value >= 0) & (value < 2.0**53) & (value == np.floor(value))
+            good &= is_class_index(value)
     if not good.all():
         count = int(good.argmin())
     ids = head[:count, 4].astype(np.uint64) | head[:count, 5].astype(np.uint64) << np.uint64(32)
     return Singles(
-        data, bases[:count] + _FIRST, lrec[:count] - HEADER_SIZE, labels[:count], ids, count
+        data, bases[:count] + _FIRST, lrec[:count] - image_start(0), labels[:count], ids, count
     )

@@ -18,6 +18,7 @@ from typing import Any, cast
 from ..errors import DuplicateKeyError, ModeError
 from ..storage.copying import write_all
 from ..storage.files import FileRange
+from .codec import aligned
 from .framing import frame, frame_parts, needs_split, whole_frame
 from .keyset import KeySet
 from .output import Output
@@ -122,7 +123,7 @@ class RecordWriter:
         to: nobody scanned the body), or a writer that hashes what it
         writes, reads the body instead."""
         n = sum(p.nbytes if type(p) is memoryview else len(p) for p in head)
-        if split is None and body.magic is not None and not n & 3:
+        if split is None and body.magic is not None and aligned(n):
             split = body.magic or needs_split(*head)
         if split is not False or self._out.hasher is not None:
             return self.write(*head, bytes(body), split=split)

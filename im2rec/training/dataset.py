@@ -28,6 +28,7 @@ from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
 from ..listing.classmap import class_map_beside, disagreeing_map, read_class_map
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
+from ..recordio.header import is_class_index
 from ..recordio.reader import SPAN_LIMIT
 from ..storage import is_url
 from ..storage.blockcache import BlockCache
@@ -377,7 +378,7 @@ class RecordDataset:
             raise self._codec_error(key, why) from exc
 
     def _class_index(self, label: float, key: Any) -> int:
-        if not (label.is_integer() and 0 <= label < 2**53):
+        if not is_class_index(label):
             raise DatasetError(
                 f"{self.reader.name}: record {key!r} has label {label!r}, not a class index; "
                 "for labels that are not whole numbers (regression, scores) pass "

@@ -24,9 +24,8 @@ import numpy as np
 
 from ..errors import ConfigError, RecordFormatError
 from ..recordio import RecordReader, unpack
+from ..recordio.codec import CFLAG_WHOLE, HEAD_SIZE, decode_flag, decode_length, image_start
 from ..recordio.detection import MAX_LENGTH
-from ..recordio.framing import LENGTH_MASK
-from ..recordio.header import HEADER_SIZE
 from ..storage.blockcache import BlockCache
 from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
 from .batching import SlotLayout
@@ -46,7 +45,7 @@ _CHANNELS = {f"{kind}_{c}": (kind, i) for kind in ("mean", "std") for i, c in en
 _IGNORED = frozenset({"ctx", "device_id", "dev_id", "aug_seq", "dtype"})
 #: records whose header flags are read with one block read (larger: one read each)
 _BLOCK = 8 << 20
-_FLAG_END = 12  # a record's magic, length word and header flag
+_FLAG_END = HEAD_SIZE + 4  # a record's frame head and its header's flag (the first word)
 
 
 class ImageDetRecordIter(EpochIterator):
@@ -212,8 +211,8 @@ def label_widths(
             at = at[at + _FLAG_END <= len(block)]
             words = block[at[:, None] + np.arange(_FLAG_END)].view("<u4")  # magic, lrec, flag
             lrec, flags = words[:, 1].astype(np.int64), words[:, 2].astype(np.int64)
-            whole = lrec >> 29 == 0
-            fits = whole & (HEADER_SIZE + 4 * flags <= (lrec & LENGTH_MASK))
+            whole = decode_flag(lrec) == CFLAG_WHOLE
+            fits = whole & (image_start(flags) <= decode_length(lrec))
             fits &= flags <= MAX_LENGTH
             if fits.any():
                 widest = max(widest, int(flags[fits].max()))

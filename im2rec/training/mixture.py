@@ -147,8 +147,8 @@ def _label_count(ds: RecordDataset, progress: bool = False) -> int:
 
 
 def _top_label(ds: RecordDataset, buf: Any, size: int, report: Any) -> int:
-    from ..inspect.scanning import header_at, walk_records
     from ..recordio.detection import problem, read_label
+    from ..recordio.walking import header_at, walk_records
 
     reader = ds.reader
     top = -1

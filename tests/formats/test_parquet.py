@@ -76,6 +76,24 @@ def test_datasets_loads_every_split_with_its_features(example: Path) -> None:
     assert builder.info.features["label"].names == classes  # (read from the card)
 
 
+def test_the_card_carries_names_yaml_would_misread(example: Path) -> None:
+    """Class and split names that YAML reads as other things (a boolean,
+    null, a number, a mapping, a comment) come back from the card as
+    written."""
+    classes = example / "ex.classes.tsv"
+    count = len(classes.read_text().splitlines())
+    tricky = ["yes", "null", "1.5", "a: b", "#c", "it's", "[d]", "- e", "{f}"][:count]
+    classes.write_text("".join(f"{i}\t{name}\n" for i, name in enumerate(tricky)))
+    for split in ("yes", "1.5"):
+        done = rec_cli("export", "ex_train.rec", "--to", "parquet", "-o", "hub", "--split", split,
+                       cwd=example)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    builder = datasets.load_dataset_builder(str(example / "hub"))
+    assert builder.info.features["label"].names == tricky  # (read from the card)
+    assert set(builder.info.splits) == {"yes", "1.5"}
+    assert len(datasets.load_dataset(str(example / "hub"), split="1.5")) > 0
+
+
 def test_round_trip_is_byte_identical(mixed: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 4)  # several row groups a shard
     result = export_parquet(mixed, tmp_path / "hub", max_shard_bytes=8000)

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 
 from im2rec.cli import main
 from im2rec.errors import RecordFormatError
-from im2rec.inspect.scanning import Damage, rebuild_index, walk_records
+from im2rec.inspect.scanning import rebuild_index
 from im2rec.inspect.verifying import verify
 from im2rec.recordio import IndexedRecordWriter, RecordReader, pack
 from im2rec.recordio.framing import MAGIC_BYTES
+from im2rec.recordio.walking import Damage, walk_records
 
 
 def corrupt(path: Path, offset: int, data: bytes) -> None:

@@ -24,7 +24,6 @@ import pytest
 
 from im2rec import ImageRecordIter, RecordDataset
 from im2rec.errors import Im2RecError, TruncatedRecordError
-from im2rec.inspect.scanning import walk_records
 from im2rec.inspect.verifying import verify
 from im2rec.recordio import (
     IndexedRecordReader,
@@ -35,6 +34,7 @@ from im2rec.recordio import (
     pack,
     pack_img,
 )
+from im2rec.recordio.walking import walk_records
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
