@@ -15,9 +15,13 @@ worker to stop after the item in hand. On Linux the worker processes are
 whole messages on one socket, so a worker killed from outside (the OOM
 killer, ``kill -9``) at any moment, even half-way through sending a
 result, is reported as :class:`WorkerCrashed` and never waited for.
+Elsewhere (macOS) they are :class:`~im2rec.executors.pipes.Pipes`, a pipe
+a worker, with the same promise. A job no worker has yet can be
+cancelled; an outcome nobody will ask for is dropped.
 
 Its modules: :mod:`~im2rec.executors.local` (``LocalExecutor``),
-:mod:`~im2rec.executors.processes` (the worker processes and their socket),
+:mod:`~im2rec.executors.processes` (the worker processes and their socket;
+the pools' common part), :mod:`~im2rec.executors.pipes` (a pipe a worker),
 :mod:`~im2rec.executors.worker` (a worker process's side: setup, stopping,
 malloc).
 """

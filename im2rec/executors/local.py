@@ -7,15 +7,14 @@ import importlib
 import itertools
 import multiprocessing
 import multiprocessing.context
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from . import processes
+from .pipes import Pipes
 from .processes import Processes
 from .worker import (
     WORKER_DIED,
@@ -23,7 +22,6 @@ from .worker import (
     call_job,
     check_workers,
     fork_is_safe,
-    init_worker,
     run_chunk,
 )
 
@@ -52,10 +50,10 @@ class LocalExecutor:
     threads (``io_bound=True``) or processes; pools start on first use and
     are reused across calls. ``preload`` names modules the process workers
     need: imported once before the workers are forked (or in the fork
-    server), so each worker starts in milliseconds. On Linux the processes
-    are :class:`~im2rec.executors.processes.Processes` (a worker's death is
-    reported, never waited for); elsewhere CPython's ``ProcessPoolExecutor``,
-    as it is.
+    server), so each worker starts in milliseconds. The processes are
+    :class:`~im2rec.executors.processes.Processes` on Linux and
+    :class:`~im2rec.executors.pipes.Pipes` elsewhere: on both a worker's
+    death is reported, never waited for.
     """
 
     def __init__(
@@ -72,32 +70,25 @@ class LocalExecutor:
         self.chunk = chunk
         self.preload = list(preload)
         self._threads: ThreadPoolExecutor | None = None
-        self._processes: Processes | ProcessPoolExecutor | None = None
+        self._processes: Processes | Pipes | None = None
         # this executor's threads' names: close() on one of them cannot wait for it
         self._prefix = f"im2rec-{id(self):x}"
 
     @property
     def pids(self) -> list[int]:
         """The process workers' ids, while they run (on Linux)."""
-        pool = self._processes
-        return pool.pids if isinstance(pool, Processes) else []
+        return self._processes.pids if self._processes is not None else []
 
     def _get_threads(self) -> ThreadPoolExecutor:
         if self._threads is None:
             self._threads = ThreadPoolExecutor(self.workers * 2, thread_name_prefix=self._prefix)
         return self._threads
 
-    def _get_processes(self) -> Processes | ProcessPoolExecutor:
+    def _get_processes(self) -> Processes | Pipes:
         if self._processes is None:
-            context = self._process_context()
-            if processes.available():
-                self._processes = Processes(self.workers, call_job, context=context,
-                                            crashed=WORKER_DIED)  # fmt: skip
-            else:
-                self._processes = ProcessPoolExecutor(
-                    self.workers, mp_context=context, initializer=init_worker,
-                    initargs=(os.getpid(),),
-                )  # fmt: skip
+            pool = Processes if processes.available() else Pipes
+            self._processes = pool(self.workers, call_job, context=self._process_context(),
+                                   crashed=WORKER_DIED)  # fmt: skip
         return self._processes
 
     def start(self, *, io_bound: bool = False) -> None:
@@ -107,9 +98,8 @@ class LocalExecutor:
             return
         if io_bound:
             self._get_threads()
-        elif isinstance(pool := self._get_processes(), ProcessPoolExecutor):
-            for future in [pool.submit(int) for _ in range(self.workers)]:
-                future.add_done_callback(lambda _f: None)
+        else:
+            self._get_processes()
 
     def submit(self, fn: Callable[..., R], /, *args: Any, io_bound: bool = False) -> Outcome[R]:
         """``fn(*args)`` in a worker thread (``io_bound``) or process; the
@@ -120,14 +110,8 @@ class LocalExecutor:
         return self._submit_process(fn, *args)
 
     def _submit_process(self, fn: Callable[..., R], *args: Any) -> Outcome[R]:
-        pool = self._get_processes()
-        if isinstance(pool, Processes):
-            ticket: Outcome[R] = pool.submit((fn, args))
-            return ticket
-        try:
-            return pool.submit(fn, *args)
-        except BrokenProcessPool as exc:
-            raise WorkerCrashed(WORKER_DIED) from exc
+        ticket: Outcome[R] = self._get_processes().submit((fn, args))
+        return ticket
 
     def _process_context(self) -> multiprocessing.context.BaseContext:
         # fork is fastest (workers inherit the imported modules) but only safe
@@ -170,7 +154,7 @@ class LocalExecutor:
                     yield from pending.popleft().result()
             while pending:
                 yield from pending.popleft().result()
-        except (WorkerCrashed, BrokenProcessPool) as exc:
+        except WorkerCrashed as exc:
             self._end_processes()  # broken: a later call starts new workers
             raise WorkerCrashed(WORKER_DIED) from exc
         finally:
@@ -179,10 +163,8 @@ class LocalExecutor:
 
     def _end_processes(self) -> None:
         pool, self._processes = self._processes, None
-        if isinstance(pool, Processes):
+        if pool is not None:
             pool.close()
-        elif pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         """Stop the workers; queued work is cancelled, and each process

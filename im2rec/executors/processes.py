@@ -45,7 +45,7 @@ from typing import Any, Generic, TypeVar
 from ..errors import Im2RecError
 from .worker import Stopped, WorkerCrashed, ask_to_stop, init_worker
 
-__all__ = ["JOB_BYTES", "Processes", "Ticket", "available"]
+__all__ = ["JOB_BYTES", "Processes", "Ticket", "WorkerPool", "available"]
 
 R = TypeVar("R")
 
@@ -76,13 +76,14 @@ def available() -> bool:
 
 
 class Ticket(Generic[R]):
-    """A job sent to the workers; :meth:`result` waits for its outcome (the
-    :class:`concurrent.futures.Future` methods its callers use) and, as a
-    future does, gives the same outcome every time it is asked."""
+    """A job given to a pool; :meth:`result` waits for its outcome and, as
+    a :class:`concurrent.futures.Future` does, gives the same outcome every
+    time it is asked. A ticket dropped before its outcome was asked for
+    tells the pool, which then drops the outcome (nothing accumulates)."""
 
     __slots__ = ("_key", "_outcome", "_pool")
 
-    def __init__(self, pool: Processes, key: int) -> None:
+    def __init__(self, pool: WorkerPool, key: int) -> None:
         self._pool, self._key = pool, key
         self._outcome: tuple[bool, Any] | None = None
 
@@ -96,7 +97,92 @@ class Ticket(Generic[R]):
         return result
 
     def cancel(self) -> bool:
-        return False  # sent: a worker may already be running it
+        """True when the job will never run (no worker had it yet); its
+        :meth:`result` then raises ``concurrent.futures.CancelledError``.
+        False when a worker has it or it is done, as for a future."""
+        if self._outcome is None and self._pool.cancel(self._key):
+            self._outcome = (False, concurrent.futures.CancelledError())
+        return self._outcome is not None and isinstance(
+            self._outcome[1], concurrent.futures.CancelledError
+        )
+
+    def __del__(self) -> None:
+        if getattr(self, "_outcome", True) is None:
+            try:
+                self._pool.forget(self._key)
+            except Exception:  # noqa: BLE001 - (at the interpreter's exit)
+                pass
+
+
+class WorkerPool:
+    """What both pools share: the workers, the outcomes waiting to be
+    asked for, a death's report, and the end (:meth:`close` asks the
+    workers to stop after the item in hand, then kills those that do not
+    within ``_STOP_WAIT`` seconds)."""
+
+    _procs: list[Any]
+    _crashed: str
+
+    def __init__(self) -> None:
+        self._key = 0
+        self._done: dict[int, tuple[bool, Any]] = {}
+        self._dropped: set[int] = set()  # keys whose outcome nobody will ask for
+        self._broken = False
+        self._closed = False
+
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids."""
+        return [proc.pid for proc in self._procs if proc.pid is not None]
+
+    @property
+    def broken(self) -> bool:
+        """Whether a worker has died (every later result raises)."""
+        return self._broken
+
+    def outcome(self, key: int, timeout: float | None = None) -> tuple[bool, Any]:
+        """The outcome of job ``key``, ``(True, value)`` or ``(False,
+        exception)``, handed over once (its :class:`Ticket` keeps it);
+        ``concurrent.futures.TimeoutError`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while key not in self._done:
+            self._receive(deadline)
+        return self._done.pop(key)
+
+    def _settle(self, key: int, outcome: tuple[bool, Any]) -> None:
+        """Keep a job's outcome for its ticket, unless the ticket is gone."""
+        if key in self._dropped:
+            self._dropped.discard(key)
+        else:
+            self._done[key] = outcome
+
+    def cancel(self, key: int) -> bool:
+        """Take job ``key`` back if no worker has it yet (True)."""
+        return False
+
+    def forget(self, key: int) -> None:
+        """Nobody will ask for job ``key``'s outcome: drop it (now, or when
+        it comes), and do not run the job if no worker has it yet."""
+        if self._done.pop(key, None) is None and not self.cancel(key):
+            self._dropped.add(key)
+
+    def _receive(self, deadline: float | None) -> None:
+        raise NotImplementedError
+
+    def _ask_to_stop(self) -> None:
+        self._closed = True
+        for proc in self._procs:
+            if proc.pid is not None and proc.exitcode is None:
+                ask_to_stop(proc.pid)
+
+    def _join(self) -> None:
+        deadline = time.monotonic() + _STOP_WAIT
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.exitcode is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+                proc.join(1.0)
 
 
 def _rights(fd: int | None) -> list[tuple[int, int, bytes]]:
@@ -182,7 +268,7 @@ def _unpickled(data: bytes, key: int) -> tuple[bool, Any]:
     return outcome[0] is True, outcome[1]
 
 
-class Processes:
+class Processes(WorkerPool):
     """``count`` worker processes running ``run(job)``; jobs and results are
     pickled. ``context``: how they start (fork, where the caller has checked
     :func:`~im2rec.executors.fork_is_safe`, or a fork server or spawn);
@@ -197,6 +283,7 @@ class Processes:
         context: Any = None,
         crashed: str = CRASHED,
     ) -> None:
+        super().__init__()
         ctx = context or multiprocessing.get_context("fork")
         forked = ctx.get_start_method() == "fork"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -221,21 +308,7 @@ class Processes:
         self._poll = select.poll()
         for fd in (ours.fileno(), *(proc.sentinel for proc in self._procs)):
             self._poll.register(fd, select.POLLIN)
-        self._key = 0
-        self._done: dict[int, tuple[bool, Any]] = {}
         self._parts: dict[int, list[bytes]] = {}
-        self._broken = False
-        self._closed = False
-
-    @property
-    def pids(self) -> list[int]:
-        """The workers' process ids."""
-        return [proc.pid for proc in self._procs if proc.pid is not None]
-
-    @property
-    def broken(self) -> bool:
-        """Whether a worker has died (every later result raises)."""
-        return self._broken
 
     def submit(self, job: Any) -> Ticket[Any]:
         self._key += 1
@@ -280,15 +353,6 @@ class Processes:
                 return
             self._read()
 
-    def outcome(self, key: int, timeout: float | None = None) -> tuple[bool, Any]:
-        """The outcome of job ``key``, ``(True, value)`` or ``(False,
-        exception)``, handed over once (its :class:`Ticket` keeps it);
-        ``concurrent.futures.TimeoutError`` after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while key not in self._done:
-            self._receive(deadline)
-        return self._done.pop(key)
-
     def _receive(self, deadline: float | None) -> None:
         """Wait for the next message (a part of a result), or for a death."""
         if self._closed:
@@ -319,7 +383,7 @@ class Processes:
         got.append(message[_HEAD.size :])
         if part + 1 == parts:  # one worker sends a result's parts in order
             del self._parts[key]
-            self._done[key] = _unpickled(b"".join(got), key)
+            self._settle(key, _unpickled(b"".join(got), key))
         return True
 
     def close(self) -> None:
@@ -327,19 +391,10 @@ class Processes:
         most ``_STOP_WAIT`` seconds; then they are killed)."""
         if self._closed:
             return
-        self._closed = True
-        for proc in self._procs:
-            if proc.pid is not None and proc.exitcode is None:
-                ask_to_stop(proc.pid)
+        self._ask_to_stop()
         # workers waiting for a job see EOF (shutdown: even where a process
         # forked later, a DataLoader worker, holds a copy of this end)
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
-        deadline = time.monotonic() + _STOP_WAIT
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.exitcode is None:
-                with contextlib.suppress(OSError):
-                    proc.kill()
-                proc.join(1.0)
+        self._join()

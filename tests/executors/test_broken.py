@@ -21,6 +21,9 @@ from im2rec.executors import LocalExecutor, WorkerCrashed
 _CLOSE_DURING_A_LARGE_RESULT = """
 import threading, sys
 from im2rec.executors import LocalExecutor
+if sys.argv[-1] == "pipes":  # LocalExecutor on the pool used where sockets cannot be
+    from im2rec.executors import processes
+    processes.available = lambda: False
 
 def big(_):
     return b"x" * (48 << 20)  # far more than a pipe holds: sent in many writes
@@ -52,6 +55,35 @@ def dies_sending(i):
         return i
     sock = next(o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0)
     sock.send(struct.pack("<qII", 1, 0, 5) + bytes(100))  # part 1 of 5 of job 1's result
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if __name__ == "__main__":
+    ex = LocalExecutor(2, chunk=1)
+    started = time.monotonic()
+    try:
+        list(ex.map_ordered(dies_sending, range(8)))
+    except WorkerCrashed:
+        ex.close()
+        print("ok", round(time.monotonic() - started))
+    else:
+        print("no error")
+"""
+
+
+# The same death on the pipe pool: a length word and part of the message
+# written to the worker's own pipe, then SIGKILL.
+_PIPE_KILLED_WHILE_SENDING = """
+import gc, os, signal, struct, sys, time
+from multiprocessing.connection import Connection
+from im2rec.executors import LocalExecutor, WorkerCrashed, processes
+processes.available = lambda: False
+
+def dies_sending(i):
+    if i != 0:
+        time.sleep(0.5)
+        return i
+    conn = next(o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed)
+    os.write(conn.fileno(), struct.pack("!i", 1 << 20) + bytes(100))  # 100 of 1 MiB
     os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == "__main__":
@@ -103,6 +135,9 @@ if __name__ == "__main__":
 _KILLED_WITH_A_FULL_CALL_QUEUE = """
 import os, signal, sys, time
 from im2rec.executors import LocalExecutor
+if sys.argv[-1] == "pipes":  # LocalExecutor on the pool used where sockets cannot be
+    from im2rec.executors import processes
+    processes.available = lambda: False
 
 def slow(arg):
     open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w").close()  # started
@@ -129,7 +164,11 @@ if __name__ == "__main__":
 
 
 _HEALTHY_POOL_LEFT_OPEN = """
+import sys
 from im2rec.executors import LocalExecutor
+if sys.argv[-1] == "pipes":  # LocalExecutor on the pool used where sockets cannot be
+    from im2rec.executors import processes
+    processes.available = lambda: False
 
 if __name__ == "__main__":
     ex = LocalExecutor(2)
@@ -142,27 +181,34 @@ def _die(_item: int) -> int:
     return 0
 
 
+POOLS = pytest.mark.parametrize("pool", ["sockets", "pipes"])
+
+
+@POOLS
 @pytest.mark.slow
-def test_close_while_a_worker_is_sending_a_result_returns() -> None:
+def test_close_while_a_worker_is_sending_a_result_returns(pool: str) -> None:
     """Killing a worker half-way through sending its result left the pool's
     reader thread waiting for the rest forever: a Ctrl-C that never came back
     (seen in CI as a ``rec pack --resize`` that ignored SIGINT)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     run = subprocess.run(
-        [sys.executable, "-c", _CLOSE_DURING_A_LARGE_RESULT],
+        [sys.executable, "-c", _CLOSE_DURING_A_LARGE_RESULT, pool],
         capture_output=True, text=True, timeout=180, env=env,
     )  # fmt: skip
     assert run.returncode == 0 and run.stdout.split() == ["ok"], run.stdout + run.stderr
 
 
+@POOLS
 @pytest.mark.slow
-def test_a_worker_killed_while_sending_a_result_ends_the_pool() -> None:
+def test_a_worker_killed_while_sending_a_result_ends_the_pool(pool: str) -> None:
     """A worker SIGKILLed half-way through sending a result: the rest of the
-    result never comes, and the death is WorkerCrashed at once."""
+    result never comes, and the death is WorkerCrashed at once (on the pipe
+    pool too, which LocalExecutor runs on where there are no sockets)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    script = _KILLED_WHILE_SENDING if pool == "sockets" else _PIPE_KILLED_WHILE_SENDING
     try:
         run = subprocess.run(
-            [sys.executable, "-c", _KILLED_WHILE_SENDING],
+            [sys.executable, "-c", script],
             capture_output=True, text=True, timeout=60, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -190,13 +236,16 @@ def test_cpythons_own_pool_hangs_on_that_death() -> None:
     )
 
 
+@POOLS
 @pytest.mark.parametrize("then", ["exit", "result", "close"])
 @pytest.mark.slow
-def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_path: Path) -> None:
+def test_killed_workers_with_queued_work_do_not_hang_the_exit(
+    then: str, pool: str, tmp_path: Path
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "MARKS": str(tmp_path)}
     try:
         run = subprocess.run(
-            [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then],
+            [sys.executable, "-c", _KILLED_WITH_A_FULL_CALL_QUEUE, then, pool],
             capture_output=True, text=True, timeout=60, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -208,12 +257,13 @@ def test_killed_workers_with_queued_work_do_not_hang_the_exit(then: str, tmp_pat
         assert run.stdout.split()[0] == "WorkerCrashed", run.stdout
 
 
+@POOLS
 @pytest.mark.slow
-def test_a_healthy_pool_left_open_does_not_hold_the_exit_up() -> None:
+def test_a_healthy_pool_left_open_does_not_hold_the_exit_up(pool: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     begun = time.monotonic()
     run = subprocess.run(
-        [sys.executable, "-c", _HEALTHY_POOL_LEFT_OPEN],
+        [sys.executable, "-c", _HEALTHY_POOL_LEFT_OPEN, pool],
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     took = time.monotonic() - begun

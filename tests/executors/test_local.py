@@ -42,19 +42,20 @@ def _die_on_three(item: int) -> int:
 
 
 @pytest.mark.slow
-def test_where_the_socket_pool_is_missing_cpythons_pool_does_the_work(
+def test_where_the_socket_pool_is_missing_the_pipe_pool_does_the_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """(macOS has no SOCK_SEQPACKET pairs: LocalExecutor then runs on
-    CPython's ProcessPoolExecutor, as it is.)"""
-    from concurrent.futures import ProcessPoolExecutor
-
+    Pipes, a pipe a worker, which keeps the same promise.)"""
     from im2rec.executors import WorkerCrashed, processes
+    from im2rec.executors.pipes import Pipes
 
     monkeypatch.setattr(processes, "available", lambda: False)
     with LocalExecutor(2, chunk=2) as ex:
         assert list(ex.map_ordered(abs, range(-6, 0))) == [6, 5, 4, 3, 2, 1]
-        assert isinstance(ex._processes, ProcessPoolExecutor) and ex.pids == []
+        assert isinstance(ex._processes, Pipes) and len(ex.pids) == 2
         assert ex.submit(abs, -7).result() == 7
         with pytest.raises(WorkerCrashed, match="worker process died"):
             list(ex.map_ordered(_die_on_three, range(8)))
+        assert ex.pids == []  # ended; the next call starts new workers
+        assert list(ex.map_ordered(abs, range(-2, 0))) == [2, 1]

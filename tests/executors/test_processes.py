@@ -1,5 +1,6 @@
-"""Processes: worker processes fed through one socket (LocalExecutor's and
-ImageRecordIter's)."""
+"""The worker pools: Processes, fed through one socket (ImageRecordIter's,
+and LocalExecutor's on Linux), and Pipes, a pipe a worker (LocalExecutor's
+where the socket pool cannot run): each test runs on both where it applies."""
 
 from __future__ import annotations
 
@@ -14,12 +15,18 @@ import pytest
 
 from im2rec.errors import Im2RecError, ImageCodecError
 from im2rec.executors import WorkerCrashed, check_stop, fork_is_safe
+from im2rec.executors.pipes import Pipes
 from im2rec.executors.processes import _PART, JOB_BYTES, Processes
 
 pytestmark = [
     pytest.mark.skipif(not fork_is_safe(), reason="forked workers need Linux and fork"),
     pytest.mark.slow,  # (processes: `make test-fast` leaves them out)
 ]
+
+
+@pytest.fixture(params=[Processes, Pipes], ids=["sockets", "pipes"])
+def Pool(request: pytest.FixtureRequest) -> type[Processes | Pipes]:  # noqa: N802
+    return request.param  # type: ignore[no-any-return]
 
 
 def _echo(job: object) -> object:
@@ -87,8 +94,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_results_come_back_to_the_job_that_asked_in_any_order() -> None:
-    pool = Processes(2, _echo)
+def test_results_come_back_to_the_job_that_asked_in_any_order(
+    Pool: type[Processes | Pipes],
+) -> None:
+    pool = Pool(2, _echo)
     try:
         tickets = [pool.submit(i) for i in range(20)]
         assert [t.result() for t in reversed(tickets)] == list(reversed(range(20)))
@@ -97,8 +106,8 @@ def test_results_come_back_to_the_job_that_asked_in_any_order() -> None:
         pool.close()
 
 
-def test_a_result_larger_than_a_message_arrives_whole() -> None:
-    pool = Processes(2, _echo)
+def test_a_result_larger_than_a_message_arrives_whole(Pool: type[Processes | Pipes]) -> None:
+    pool = Pool(2, _echo)
     try:
         size = 5 * _PART + 256 * 7
         small, big, after = pool.submit(1), pool.submit(("big", size)), pool.submit(2)
@@ -108,8 +117,10 @@ def test_a_result_larger_than_a_message_arrives_whole() -> None:
         pool.close()
 
 
-def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
-    pool = Processes(2, _echo)
+def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on(
+    Pool: type[Processes | Pipes],
+) -> None:
+    pool = Pool(2, _echo)
     try:
         with pytest.raises(ImageCodecError, match="broken data"):
             pool.submit("fail").result()
@@ -120,11 +131,13 @@ def test_a_job_error_is_raised_as_itself_and_the_pool_goes_on() -> None:
         pool.close()
 
 
-def test_an_outcome_that_does_not_unpickle_stays_its_jobs_and_is_kept() -> None:
+def test_an_outcome_that_does_not_unpickle_stays_its_jobs_and_is_kept(
+    Pool: type[Processes | Pipes],
+) -> None:
     """An error that pickles but does not unpickle lost its job's outcome,
     raised a TypeError in whichever result() read it, and a second result()
     waited for ever."""
-    pool = Processes(2, _echo)
+    pool = Pool(2, _echo)
     try:
         odd = pool.submit("no way back")
         trap = pool.submit("trap")
@@ -142,10 +155,12 @@ def test_an_outcome_that_does_not_unpickle_stays_its_jobs_and_is_kept() -> None:
 
 
 @pytest.mark.parametrize("start", ["fork", "forkserver", "spawn"])
-def test_a_job_too_large_for_one_message_reaches_one_worker_whole(start: str) -> None:
+def test_a_job_too_large_for_one_message_reaches_one_worker_whole(
+    Pool: type[Processes | Pipes], start: str
+) -> None:
     import multiprocessing
 
-    pool = Processes(2, _echo, context=multiprocessing.get_context(start))
+    pool = Pool(2, _echo, context=multiprocessing.get_context(start))
     try:
         jobs = [bytes([i]) * (JOB_BYTES * 3 + i) for i in range(6)]  # in memory files
         tickets = [pool.submit(job) for job in jobs] + [pool.submit(7)]
@@ -155,8 +170,10 @@ def test_a_job_too_large_for_one_message_reaches_one_worker_whole(start: str) ->
 
 
 @pytest.mark.parametrize("when", ["waiting", "before-sending"])
-def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str, tmp_path: Path) -> None:
-    pool = Processes(2, _echo)
+def test_a_killed_worker_is_reported_while_waiting_or_sending(
+    Pool: type[Processes | Pipes], when: str, tmp_path: Path
+) -> None:
+    pool = Pool(2, _echo)
     try:
         if when == "waiting":
             ticket = pool.submit(("sleep", 30, str(tmp_path)))
@@ -178,8 +195,10 @@ def test_a_killed_worker_is_reported_while_waiting_or_sending(when: str, tmp_pat
         pool.close()
 
 
-def test_close_stops_the_workers_at_their_next_image(tmp_path: Path) -> None:
-    pool = Processes(2, _echo)
+def test_close_stops_the_workers_at_their_next_image(
+    Pool: type[Processes | Pipes], tmp_path: Path
+) -> None:
+    pool = Pool(2, _echo)
     pids = pool.pids
     for _ in range(4):
         pool.submit(("sleep", 30, str(tmp_path)))
@@ -197,18 +216,19 @@ _PARENT_DIES = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 from tests.executors.test_processes import _echo
+from im2rec.executors.pipes import Pipes
 from im2rec.executors.processes import Processes
-pool = Processes(2, _echo)
+pool = {"Processes": Processes, "Pipes": Pipes}[sys.argv[2]](2, _echo)
 pool.submit(("sleep", 30))
 print(*pool.pids, flush=True)
 os._exit(0)  # as kill -9 would: close() never runs
 """
 
 
-def test_workers_end_when_the_parent_dies_without_closing() -> None:
+def test_workers_end_when_the_parent_dies_without_closing(Pool: type[Processes | Pipes]) -> None:
     root = str(Path(__file__).parents[2])
     run = subprocess.run(
-        [sys.executable, "-c", _PARENT_DIES, root], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", _PARENT_DIES, root, Pool.__name__], capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": root},
     )  # fmt: skip
     pids = [int(p) for p in run.stdout.split()]
@@ -219,13 +239,13 @@ def test_workers_end_when_the_parent_dies_without_closing() -> None:
     assert not any(_alive(p) for p in pids)
 
 
-def test_many_jobs_in_flight_never_block_the_sender() -> None:
+def test_many_jobs_in_flight_never_block_the_sender(Pool: type[Processes | Pipes]) -> None:
     """More jobs than the socket holds, while results wait unread: sending
     reads results meanwhile instead of waiting for workers that wait for
     it (a deadlock with a large prefetch_buffer)."""
     import threading
 
-    pool = Processes(2, _echo)
+    pool = Pool(2, _echo)
     sizes: list[int] = []
 
     def run() -> None:
@@ -242,10 +262,10 @@ def test_many_jobs_in_flight_never_block_the_sender() -> None:
         pool.close()  # (a blocked send then fails, and the thread ends)
 
 
-def test_close_is_prompt_when_a_later_fork_holds_the_socket() -> None:
+def test_close_is_prompt_when_a_later_fork_holds_the_socket(Pool: type[Processes | Pipes]) -> None:
     """A process forked after the pool (a DataLoader worker) holds a copy of
     the parent's end: the idle workers must still see the pool close."""
-    pool = Processes(2, _echo)
+    pool = Pool(2, _echo)
     assert pool.submit(1).result() == 1
     read, write = os.pipe()
     child = os.fork()
@@ -262,14 +282,59 @@ def test_close_is_prompt_when_a_later_fork_holds_the_socket() -> None:
         os.waitpid(child, 0)
 
 
-def test_a_result_waited_for_with_a_timeout_times_out_and_still_arrives(tmp_path: Path) -> None:
+def test_a_result_waited_for_with_a_timeout_times_out_and_still_arrives(
+    Pool: type[Processes | Pipes], tmp_path: Path
+) -> None:
     from concurrent.futures import TimeoutError as FutureTimeout
 
-    pool = Processes(1, _echo)
+    pool = Pool(1, _echo)
     try:
         ticket = pool.submit(("sleep", 0.5, str(tmp_path)))
         with pytest.raises(FutureTimeout):
             ticket.result(timeout=0.05)
         assert ticket.result(timeout=30) == pool.pids[0]
+    finally:
+        pool.close()
+
+
+def test_a_job_no_worker_has_yet_is_cancelled(
+    Pool: type[Processes | Pipes], tmp_path: Path
+) -> None:
+    """Cancel takes back a job still waiting in the parent (the pipe pool
+    hands a job only to an idle worker); one a worker has is not cancelled,
+    and its result still arrives, as for a future."""
+    from concurrent.futures import CancelledError
+
+    pool = Pool(1, _echo)
+    try:
+        running = pool.submit(("sleep", 0.3, str(tmp_path)))
+        waiting = pool.submit(7)
+        _started(tmp_path, 1)
+        assert running.cancel() is False
+        if Pool is Pipes:
+            assert waiting.cancel() is True and waiting.cancel() is True
+            with pytest.raises(CancelledError):
+                waiting.result()
+        else:  # (on the socket, a job is any worker's: it cannot be taken back)
+            assert waiting.cancel() is False and waiting.result(timeout=30) == 7
+        assert running.result(timeout=30) == pool.pids[0]
+        assert pool.submit(8).result(timeout=30) == 8
+    finally:
+        pool.close()
+
+
+def test_an_outcome_nobody_asks_for_is_not_kept(Pool: type[Processes | Pipes]) -> None:
+    """A ticket dropped before its result was asked for: its outcome is
+    dropped (it was kept for ever), whenever it comes."""
+    import gc
+
+    pool = Pool(2, _echo)
+    try:
+        tickets = [pool.submit(("big", 1 << 16)) for _ in range(6)]
+        del tickets[1::2]
+        gc.collect()
+        assert [len(t.result(timeout=30)) for t in tickets] == [1 << 16] * 3
+        assert pool.submit(1).result(timeout=30) == 1
+        assert pool._done == {} and pool._dropped == set()
     finally:
         pool.close()
