@@ -32,6 +32,13 @@ RULES = [
                              "s = 4 * header.flag"]),
     ("a class index", r"\b2(\.0)?\s*\*\*\s*53\b|\b1\s*<<\s*53\b", {"recordio/header.py"},
      ["0 <= v < 2**53", "v < 2.0 ** 53", "abs(v) < 1 << 53"]),
+    ("decoding upright", r"\bexif_transpose\b|\.\s*draft\s*\([^,]*,\s*\(|\bexif_orientation\s*\(",
+     {"imaging/codec.py"}, ["im = ImageOps.exif_transpose(im)", 'im.draft("RGB", (w, h))',
+                            "o = exif_orientation(im)"]),
+    ("the DCT scale", r"\bfits\s*>=\s*[248]\b|\bin\s*\(\s*8\s*,\s*4\s*,\s*2",
+     {"imaging/jpeg.py"}, ["s = ops.where(fits >= 8, 8, 1)", "for a in (8, 4, 2, 1):"]),
+    ("the short-side resize", r"\bresize\s*\*\s*\w+\s*//|\w+\s*\*\s*resize\s*//",
+     {"imaging/codec.py"}, ["w2 = resize * w // h", "(h * resize // w)"]),
 ]  # fmt: skip
 
 

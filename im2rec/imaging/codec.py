@@ -34,6 +34,8 @@ __all__ = [
     "decode_bgr_or_none",
     "encode_bgr",
     "exif_orientation",
+    "short_side",
+    "Upright",
     "open_image",
     "opencv_mode",
     "pillow_simd",
@@ -225,11 +227,10 @@ def decode_bgr(data: bytes | bytearray | memoryview, iscolor: int = -1) -> np.nd
     """
     check_iscolor(iscolor)
     try:
-        im = open_image(data)
-        if iscolor == 0 and im.format == "JPEG":
-            im.draft("L", im.size)  # libjpeg's own luma plane, like OpenCV
-        im.load()
-        return _convert(im, iscolor)
+        upright = Upright(data, iscolor)
+        if iscolor == 0:
+            upright.draft("L")  # libjpeg's own luma plane, like OpenCV
+        return _to_bgr(opencv_mode(upright.load(), iscolor))
     except ImageCodecError:
         raise
     except DECODE_ERRORS as exc:
@@ -294,12 +295,6 @@ def _to_bgr(im: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(arr[:, :, order])
 
 
-def _convert(im: Image.Image, iscolor: int) -> np.ndarray:
-    if iscolor != -1:
-        im = ImageOps.exif_transpose(im)
-    return _to_bgr(opencv_mode(im, iscolor))
-
-
 # -- re-encoding for packing ---------------------------------------------------
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
@@ -320,6 +315,66 @@ def exif_orientation(im: Image.Image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
+class Upright:
+    """An opened image (header read, no pixels yet) and the EXIF
+    orientation it is shown in: the one way every reader decodes an image
+    upright. ``color`` is OpenCV's flag: -1 ("as stored") keeps the
+    orientation, as OpenCV's ``imread`` does, so the image is upright as
+    stored. A context manager (closes the image)."""
+
+    __slots__ = ("image", "orientation")
+
+    def __init__(self, data: bytes | bytearray | memoryview, color: int = 1) -> None:
+        self.image = open_image(data)
+        self.orientation = exif_orientation(self.image) if color != -1 else 1
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """The upright (width, height)."""
+        width, height = self.image.size
+        return (height, width) if self.orientation in ROTATED else (width, height)
+
+    def draft(self, mode: str | None, scale: int = 1) -> None:
+        """Decode a JPEG at ``1/scale`` of its size in the DCT domain (1, 2,
+        4 or 8: :func:`~im2rec.imaging.jpeg.dct_scale` picks it) and, with
+        ``mode`` "L", from libjpeg's own luma plane (as OpenCV reads gray).
+        Nothing for other formats."""
+        if self.image.format != "JPEG" or (scale == 1 and mode is None):
+            return
+        width, height = self.image.size
+        # (Pillow takes the largest of 1, 2, 4, 8 not above size // request)
+        self.image.draft(mode, (max(1, width // scale), max(1, height // scale)))
+
+    def load(self) -> Image.Image:
+        """The pixels, upright."""
+        self.image.load()
+        if self.orientation == 1:
+            return self.image
+        return ImageOps.exif_transpose(self.image)
+
+    def __enter__(self) -> Upright:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.image.close()
+
+
+def short_side(ops: Any, width: Any, height: Any, resize: int) -> Any:
+    """The size after resizing the short side to ``resize`` (im2rec.py's
+    ``--resize`` and the iterators' ``resize``): the long side becomes
+    ``resize * long // short`` (MXNet's integer arithmetic; it also
+    enlarges); ``resize <= 0`` keeps the size. Over ``ops``
+    (:mod:`~im2rec.imaging.columns`): numbers for one image, numpy columns
+    for a batch."""
+    if resize <= 0:
+        return width, height
+    tall = height > width
+    return (
+        ops.where(tall, resize, resize * width // ops.maximum(height, 1)),
+        ops.where(tall, resize * height // ops.maximum(width, 1), resize),
+    )
+
+
 def im2rec_geometry(
     width: int, height: int, resize: int, center_crop: bool
 ) -> tuple[Box, tuple[int, int]]:
@@ -336,9 +391,9 @@ def im2rec_geometry(
             m = (width - height) // 2
             box = (m, 0, m + height, height)
     w, h = box[2] - box[0], box[3] - box[1]
-    if resize <= 0:
-        return box, (w, h)
-    return box, ((resize, h * resize // w) if h > w else (w * resize // h, resize))
+    from .columns import SCALARS  # (numpy: already imported by whatever resizes)
+
+    return box, short_side(SCALARS, w, h, resize)
 
 
 #: ``plan(width, height) -> (box, size)``: the region of the upright image to

@@ -45,7 +45,16 @@ from .columns import ARRAYS, SCALARS
 # (None: built without a compiler or libjpeg headers, or switched off: Pillow decodes)
 _native: Any = native.load("jpeg")
 
-__all__ = ["Regions", "Window", "enabled", "libjpeg_turbo_version", "region", "regions", "window"]
+__all__ = [
+    "Regions",
+    "Window",
+    "dct_scale",
+    "enabled",
+    "libjpeg_turbo_version",
+    "region",
+    "regions",
+    "window",
+]
 
 _JCS_GRAYSCALE, _JCS_RGB, _JCS_YCBCR = 1, 2, 3
 #: how far each of Pillow's filters reaches from a sample, in source pixels
@@ -197,6 +206,22 @@ def regions(
     )  # fmt: skip
 
 
+def dct_scale(
+    ops: Any, width: Any, height: Any, crop_w: Any, crop_h: Any, size: tuple[int, int]
+) -> Any:
+    """The one DCT-scale rule: the largest of 1, 2, 4 and 8 at which a
+    ``width`` x ``height`` JPEG still holds a ``crop_w`` x ``crop_h`` crop
+    at ``size`` or more (Pillow's ``draft`` rule), and 1 when the crop is
+    under twice the output; over ``ops`` (:mod:`~im2rec.imaging.columns`:
+    Python numbers for one image, numpy columns for a batch)."""
+    small = ops.either(size[0] * 2 > crop_w, size[1] * 2 > crop_h)
+    need_w = ops.count(ops.ceil(width * size[0] / ops.maximum(crop_w, _TINY)))
+    need_h = ops.count(ops.ceil(height * size[1] / ops.maximum(crop_h, _TINY)))
+    fits = ops.minimum(width // need_w, height // need_h)
+    scale = ops.where(fits >= 8, 8, ops.where(fits >= 4, 4, ops.where(fits >= 2, 2, 1)))
+    return ops.where(small, 1, scale)
+
+
 def region_rule(
     ops: Any, width: Any, height: Any, x0: Any, y0: Any, x1: Any, y1: Any,
     size: tuple[int, int], method: Image.Resampling,
@@ -204,21 +229,14 @@ def region_rule(
     """The one rule for where a crop ``(x0, y0, x1, y1)`` of a ``width`` x
     ``height`` JPEG resampled to ``size`` with ``method`` is decoded, written
     once over ``ops`` (:mod:`~im2rec.imaging.columns`: Python numbers for
-    one sample, numpy columns for a batch): the smallest DCT scale that keeps the output size
-    (Pillow's ``draft`` rule: 1 when the crop is under twice the output),
+    one sample, numpy columns for a batch): the scale :func:`dct_scale` picks,
     the box at that scale (scaled by the ratio of sizes, as Pillow's
     ``_crop_resize`` after a draft, whose sizes round up), and the region:
     the box itself for a plain cut (scale 1, a whole-pixel box of the
     output size), else the box widened by the reach of the filter and kept
     in the image. Returns ``(scale, (left, top, right, bottom), (box at the
     scale), plain cut)``."""
-    crop_w, crop_h = x1 - x0, y1 - y0
-    small = ops.either(size[0] * 2 > crop_w, size[1] * 2 > crop_h)
-    need_w = ops.count(ops.ceil(width * size[0] / ops.maximum(crop_w, _TINY)))
-    need_h = ops.count(ops.ceil(height * size[1] / ops.maximum(crop_h, _TINY)))
-    fits = ops.minimum(width // need_w, height // need_h)
-    scale = ops.where(fits >= 8, 8, ops.where(fits >= 4, 4, ops.where(fits >= 2, 2, 1)))
-    scale = ops.where(small, 1, scale)
+    scale = dct_scale(ops, width, height, x1 - x0, y1 - y0, size)
     sw, sh = -(-width // scale), -(-height // scale)
     fx, fy = sw / width, sh / height
     f0, f1, f2, f3 = x0 * fx, y0 * fy, x1 * fx, y1 * fy

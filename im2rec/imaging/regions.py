@@ -6,29 +6,27 @@ conventions) and :mod:`.jpeg`, which both sit below it."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from ..errors import Im2RecError, ImageCodecError
 from .codec import (
     DECODE_ERRORS,
-    ROTATED,
     Box,
     Plan,
+    Upright,
     check_iscolor,
     check_pixels,
-    exif_orientation,
     failure_text,
     im2rec_geometry,
-    open_image,
     opencv_mode,
     pillow_format,
     resize,
     save_pil,
 )
-from .jpeg import region
+from .columns import SCALARS
+from .jpeg import dct_scale, region
 
 __all__ = ["decode_region", "transcode"]
 
@@ -83,16 +81,14 @@ def decode_region(
         if fast is not None:
             return fast
     try:
-        source = open_image(data)
-        orientation = exif_orientation(source) if color != -1 else 1
-        raw_w, raw_h = source.size
-        rotated = orientation in ROTATED
-        width, height = (raw_h, raw_w) if rotated else (raw_w, raw_h)
+        source = Upright(data, color)
+        width, height = source.size
         box, size = plan(width, height)
         check_pixels(size, "the resized image", output=True)
-        _draft(source, color, (width, height), box, size, rotated)
-        source.load()
-        im: Image.Image = ImageOps.exif_transpose(source) if orientation != 1 else source
+        crop_w, crop_h = box[2] - box[0], box[3] - box[1]
+        source.draft("L" if color == 0 else None,
+                     dct_scale(SCALARS, width, height, crop_w, crop_h, size))  # fmt: skip
+        im = source.load()
         method = resample() if callable(resample) else resample
         return _crop_resize(opencv_mode(im, color), (width, height), box, size, method)
     except Im2RecError:  # ours (a bomb, or the plan refusing the image): as they are
@@ -101,27 +97,6 @@ def decode_region(
         raise ImageCodecError("not an image format Pillow can read") from exc
     except DECODE_ERRORS as exc:
         raise ImageCodecError(f"cannot decode image: {failure_text(exc)}") from exc
-
-
-def _draft(
-    im: Image.Image,
-    color: int,
-    full: tuple[int, int],
-    box: Box,
-    size: tuple[int, int],
-    rotated: bool,
-) -> None:
-    if im.format != "JPEG":
-        return
-    crop_w, crop_h = box[2] - box[0], box[3] - box[1]
-    mode = "L" if color == 0 else None
-    if size[0] * 2 > crop_w or size[1] * 2 > crop_h:
-        if mode:
-            im.draft(mode, im.size)  # libjpeg's luma plane, as OpenCV reads gray
-        return
-    # The smallest DCT scale whose image still holds the crop at >= the output size.
-    need = (math.ceil(full[0] * size[0] / crop_w), math.ceil(full[1] * size[1] / crop_h))
-    im.draft(mode, (need[1], need[0]) if rotated else need)
 
 
 def _crop_resize(

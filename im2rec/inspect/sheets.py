@@ -13,7 +13,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageOps
 
 from ..errors import ConfigError, DatasetError, ImageTooLargeError
-from ..imaging.codec import DECODE_ERRORS, check_pixels, open_image
+from ..imaging.codec import DECODE_ERRORS, Upright, check_pixels
 from ..recordio import IRHeader, RecordReader, read_record, unpack
 from ..recordio.detection import kept, problem, read_label
 from ..recordio.walking import Damage, header_at, walk_records
@@ -180,10 +180,13 @@ def _choose(
 
 
 def _thumbnail(payload: bytes, side: int) -> Image.Image:
-    with open_image(payload) as im:
-        if im.format == "JPEG":
-            im.draft("RGB", (side, side))  # decode at 1/2..1/8 scale: less time and memory
-        return ImageOps.contain(ImageOps.exif_transpose(im).convert("RGB"), (side, side))
+    from ..imaging.columns import SCALARS
+    from ..imaging.jpeg import dct_scale
+
+    with Upright(payload) as upright:  # decoded at 1/2..1/8 scale: less time and memory
+        width, height = upright.size
+        upright.draft("RGB", dct_scale(SCALARS, width, height, width, height, (side, side)))
+        return ImageOps.contain(upright.load().convert("RGB"), (side, side))
 
 
 def _grey_tile(draw: ImageDraw.ImageDraw, x: int, y: int, thumb: int, text: str) -> None:

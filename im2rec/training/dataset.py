@@ -21,10 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from PIL import ImageOps, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from ..errors import ConfigError, DatasetError, ImageCodecError, ImageTooLargeError
-from ..imaging.codec import DECODE_ERRORS, ROTATED, exif_orientation, open_image
+from ..imaging.codec import DECODE_ERRORS, Upright
+from ..imaging.columns import SCALARS
+from ..imaging.jpeg import dct_scale
 from ..listing.classmap import class_map_beside, disagreeing_map, read_class_map
 from ..recordio import IndexedRecordReader, unpack
 from ..recordio.faces import face_header
@@ -397,17 +399,12 @@ class RecordDataset:
 
     def _decode(self, payload: bytes, key: Any) -> Any:
         try:
-            im = open_image(payload)
-            orientation = exif_orientation(im)
-            if self.min_size is not None and im.format == "JPEG":
-                # DCT-domain downscaling: the smallest 1/2, 1/4 or 1/8 scale
-                # that keeps both sides at least min_size (several times
-                # faster than decoding in full and resizing)
-                w, h = self.min_size
-                im.draft("RGB", (h, w) if orientation in ROTATED else (w, h))
-            im.load()
-            if orientation != 1:  # as MXNet's ImageRecordIter and OpenCV's imread do
-                im = ImageOps.exif_transpose(im)
+            upright = Upright(payload)  # as MXNet's ImageRecordIter and OpenCV's imread
+            if self.min_size is not None:  # decoded at 1/2, 1/4 or 1/8 where min_size allows
+                width, height = upright.size
+                upright.draft("RGB", dct_scale(SCALARS, width, height, width, height,
+                                               self.min_size))  # fmt: skip
+            im = upright.load()
             rgb = im if im.mode == "RGB" else im.convert("RGB")
         except DECODE_ERRORS as exc:
             why = "not an image Pillow can read" if isinstance(exc, UnidentifiedImageError) else exc

@@ -141,12 +141,10 @@ def image_size(output: str, image: Any, payload: bytes) -> tuple[float, float]:
         return float(image.width), float(image.height)
     if output == "numpy":
         return float(image.shape[1]), float(image.shape[0])
-    from ..imaging.codec import ROTATED, exif_orientation, open_image
+    from ..imaging.codec import Upright
 
-    with open_image(payload) as im:  # (the header only: no pixels)
-        width, height = im.size
-        if exif_orientation(im) in ROTATED:  # decoded upright, as RecordDataset decodes
-            width, height = height, width
+    with Upright(payload) as upright:  # (the header only: no pixels)
+        width, height = upright.size  # decoded upright, as RecordDataset decodes
     return float(width), float(height)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ...imaging.codec import short_side
 from ...imaging.columns import ARRAYS, SCALARS
 
 __all__ = [
@@ -88,20 +89,8 @@ def pick_interp(method: int, rng: np.random.Generator) -> Interp:
 
 
 def resized(width: int, height: int, resize: int) -> tuple[int, int]:
-    """The ``resize`` step: the short side becomes ``resize``, the long
-    side ``resize * long // short`` (MXNet's integer arithmetic)."""
-    return resized_by(SCALARS, width, height, resize)  # type: ignore[no-any-return]
-
-
-def resized_by(ops: Any, width: Any, height: Any, resize: int) -> Any:
-    """:func:`resized` over ``ops`` (:mod:`~im2rec.imaging.columns`)."""
-    if resize <= 0:
-        return width, height
-    tall = height > width
-    return (
-        ops.where(tall, resize, resize * width // ops.maximum(height, 1)),
-        ops.where(tall, resize * height // ops.maximum(width, 1), resize),
-    )
+    """The ``resize`` step (:func:`~im2rec.imaging.codec.short_side`)."""
+    return short_side(SCALARS, width, height, resize)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -200,7 +189,7 @@ def planned_box(
     and the size the resampling starts from on the resized image (the
     crop's, or the whole image's where no try fits: what :data:`Interp` is
     asked about)."""
-    vw, vh = resized_by(ops, width, height, resize)
+    vw, vh = short_side(ops, width, height, resize)
     (x0, y0, x1, y1), found = random_resized(ops, vw, vh, rule, draws)
     sides = (ops.where(found, x1 - x0, vw), ops.where(found, y1 - y0, vh))
     window = functools.partial(_window, out_w=rule.out_w, out_h=rule.out_h)
