@@ -35,10 +35,14 @@ RULES = [
     ("decoding upright", r"\bexif_transpose\b|\.\s*draft\s*\([^,]*,\s*\(|\bexif_orientation\s*\(",
      {"imaging/codec.py"}, ["im = ImageOps.exif_transpose(im)", 'im.draft("RGB", (w, h))',
                             "o = exif_orientation(im)"]),
-    ("the DCT scale", r"\bfits\s*>=\s*[248]\b|\bin\s*\(\s*8\s*,\s*4\s*,\s*2",
-     {"imaging/jpeg.py"}, ["s = ops.where(fits >= 8, 8, 1)", "for a in (8, 4, 2, 1):"]),
+    ("the DCT scale", r"\bfits\s*>=\s*[248]\b|\bin\s*\(\s*8\s*,\s*4\s*,\s*2|\[\s*[01]\s*\]\s*\*\s*2\s*>",
+     {"imaging/jpeg.py"}, ["s = ops.where(fits >= 8, 8, 1)", "for a in (8, 4, 2, 1):",
+                            "if size[0] * 2 > crop_w:"]),
     ("the short-side resize", r"\bresize\s*\*\s*\w+\s*//|\w+\s*\*\s*resize\s*//",
      {"imaging/codec.py"}, ["w2 = resize * w // h", "(h * resize // w)"]),
+    ("path confinement", r"[\"']\.\.[\"']\s*(not\s+)?in\b|[\"']\.[\"']\s*,\s*[\"']\.\.[\"']|/\(\?!",
+     {"storage/confined.py"}, ['if ".." in name.split("/"):', 'if part in ("", ".", ".."):',
+                               'P = re.compile(r"(?:[a-z]|/(?!\\.|/))*")']),
 ]  # fmt: skip
 
 

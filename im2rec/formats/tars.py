@@ -131,9 +131,7 @@ def samples(shard: str, limit: int = MAX_RECORD_SIZE) -> Iterator[Sample]:
                 else _members(tar, shard, limit, MAX_INFLATION * size + INFLATE_SLACK)
             )
             for raw_name, nbytes, regular, data in members:
-                name = raw_name if _PLAIN.match(raw_name) else relative_name(
-                    raw_name, f"{shard}: member"
-                )  # fmt: skip
+                name = relative_name(raw_name, f"{shard}: member")
                 key, ext = _split(name)
                 if current is None or key != current.key:
                     if current is not None:
@@ -353,11 +351,6 @@ def _members(tar: tarfile.TarFile, shard: str, limit: int, inflated: int) -> Ite
             )
         if not member.isdir():  # folders carry no sample data
             yield _member(tar, member, shard, limit)
-
-
-#: member names that need no checking: plain relative paths (no "." or ".."
-#: component, no leading "/", printable ASCII); others go to relative_name
-_PLAIN = re.compile(r"^[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?!\.|/))*$")
 
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, shard: str) -> bytes:

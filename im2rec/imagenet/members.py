@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import DatasetError
 from ..formats.tars import BoundedTarInfo, plain_header
 from ..listing.lstfile import cannot_carry
+from ..storage.confined import plain_path
 
 __all__ = ["MAX_MEMBER", "Slice", "check_zero_tail", "class_files", "safe_name", "unique"]
 
@@ -54,8 +55,11 @@ def safe_name(member: tarfile.TarInfo, archive: str, outer: bool = False) -> str
         raise DatasetError(f"{where} is a device or special file; refusing the archive")
     if member.issparse():  # its holes would be made of zeros: read in place, it is not the file
         raise DatasetError(f"{where} is a sparse file; refusing the archive")
-    if name.startswith("/") or ".." in name.split("/"):
-        raise DatasetError(f"{where} would be written outside the target; refusing the archive")
+    if not plain_path(name):
+        raise DatasetError(
+            f"{where} is not a plain relative path (absolute, or a '..', '.' or empty part): "
+            "it could be written outside the target; refusing the archive"
+        )
     if any(cannot_carry(part) for part in name.split("/")):
         raise DatasetError(
             f"{where} has a TAB, a newline, whitespace at an end or bytes that are not UTF-8 in "

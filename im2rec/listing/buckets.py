@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..errors import MissingFileError
+from ..storage.confined import plain_path
 
 __all__ = ["walk_prefix"]
 
@@ -52,7 +53,7 @@ def walk_prefix(
         if not rel or key[: len(base)] != base:
             continue
         *parts, name = rel.split("/")
-        if any(part in ("", ".", "..") for part in parts) or name in (".", ".."):
+        if not plain_path(rel.rstrip("/")):  # (a folder marker "a/" is no image: skipped below)
             if refused is not None:
                 refused.append(rel)
             continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from types import TracebackType
 
@@ -20,12 +21,36 @@ from ..errors import DatasetError, OutputError
 from .atomic import create_output
 from .copying import write_all
 
-__all__ = ["ConfinedWriter", "relative_name", "shown"]
+__all__ = ["ConfinedWriter", "plain_path", "relative_name", "shown"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _MAX_NAME = 4096  # PATH_MAX on Linux: a longer name cannot be created anyway
 _MAX_PART = 255  # NAME_MAX: the longest file or folder name
+
+
+#: names that need no more checking: plain relative paths of printable
+#: ASCII, no empty, "." or ".." part, no "/" at either end (what nearly
+#: every name is)
+_PLAIN = re.compile(r"[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?![./]|$))*")
+
+
+def _parts(name: str) -> list[str]:
+    """A name's parts, backslashes read as separators (as on Windows)."""
+    return name.replace("\\", "/").split("/")
+
+
+def _absolute(name: str) -> bool:
+    return name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":" and name[0].isalpha())
+
+
+def plain_path(name: str) -> bool:
+    """Whether ``name`` is a relative path of plain parts: not absolute, no
+    empty, ``.`` or ``..`` part (the strict form, for names that must be
+    exactly what they say: object keys, archive members)."""
+    if len(name) <= _MAX_PART and _PLAIN.fullmatch(name):
+        return True
+    return not _absolute(name) and not any(p in ("", ".", "..") for p in _parts(name))
 
 
 def relative_name(name: str, where: str) -> str:
@@ -44,11 +69,13 @@ def relative_name(name: str, where: str) -> str:
             "inside the output folder (fix the file, or remove the entry)"
         )
 
+    if len(name) <= _MAX_PART and _PLAIN.fullmatch(name):
+        return name
     if len(name) > _MAX_NAME:
         raise refuse("is longer than a path can be")
     if not name.strip():
         raise refuse("is empty")
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
+    if _absolute(name):
         raise refuse("is an absolute path")
     if any(ch in name for ch in "\0\t\n\r"):
         raise refuse("holds a NUL, TAB or newline, which a list line cannot carry")
@@ -58,7 +85,7 @@ def relative_name(name: str, where: str) -> str:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raise refuse("is not UTF-8 text") from None
-    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+    parts = [p for p in _parts(name) if p not in ("", ".")]
     if ".." in parts:
         raise refuse("leads out of the folder with '..'")
     if not parts:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from im2rec.errors import DatasetError
-from im2rec.storage.confined import ConfinedWriter, relative_name
+from im2rec.storage.confined import ConfinedWriter, plain_path, relative_name
 
 
 @given(
@@ -46,3 +46,16 @@ def test_confined_writer_refuses_a_symlink_swapped_in_for_a_folder(tmp_path: Pat
         with pytest.raises(DatasetError, match="does not write through links"):
             files.write("a/3.bin/x", b"3")
     assert list(outside.iterdir()) == []
+
+
+@given(st.text(alphabet=st.sampled_from("ab./\\:\t"), max_size=12))
+def test_a_plain_path_never_leaves_its_folder(name: str) -> None:
+    """plain_path (archive members, object keys) holds only for names whose
+    every part is a plain name; relative_name takes each such name (as it
+    is, when it is plain ASCII)."""
+    parts = name.replace("\\", "/").split("/")
+    leaves = name[:1] in ("/", "\\") or (name[1:2] == ":" and name[:1].isalpha())
+    plain = not leaves and all(p not in ("", ".", "..") for p in parts)
+    assert plain_path(name) == plain
+    if plain and "\t" not in name and not name[:1].isspace() and ":" not in name:
+        assert relative_name(name, "here") == name.replace("\\", "/")
