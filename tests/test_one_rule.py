@@ -43,6 +43,13 @@ RULES = [
     ("path confinement", r"[\"']\.\.[\"']\s*(not\s+)?in\b|[\"']\.[\"']\s*,\s*[\"']\.\.[\"']|/\(\?!",
      {"storage/confined.py"}, ['if ".." in name.split("/"):', 'if part in ("", ".", ".."):',
                                'P = re.compile(r"(?:[a-z]|/(?!\\.|/))*")']),
+    ("a sampler's resume bookkeeping", r"\.\s*yielded\s*\+=|\.\s*begun\s*=",
+     {"training/sampler_state.py"}, ["self.yielded += 1", "self.start = self.begun = start"]),
+    ("on_corrupt's values", r"\bon_corrupt\s+not\s+in\b|\bon_corrupt\s*==\s*[\"']skip",
+     {"training/vocabulary.py"}, ['if on_corrupt not in ("raise", "skip"):',
+                                  'skip = on_corrupt == "skip"']),
+    ("the iterators' shared checks", r"\b(prefetch_buffer|shuffle_chunk_size)\s*<\s*0",
+     {"training/epochs.py"}, ["if self.prefetch_buffer < 0:", "if shuffle_chunk_size < 0:"]),
 ]  # fmt: skip
 
 

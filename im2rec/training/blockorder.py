@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..storage.blockcache import BlockCache, CachedView
-from .sampler_state import Resize, SamplerState, merge_states, resized_parts, whole
+from .sampler_state import ResumableSampler, merge_states
 
 __all__ = ["BlockPlan", "BlockSampler", "epoch_order", "merge_states"]
 
@@ -81,7 +81,7 @@ def _dealt(blocks: int, seed: int, epoch: int) -> tuple[np.random.Generator, np.
     return rng, rng.permutation(blocks)
 
 
-class BlockSampler:
+class BlockSampler(ResumableSampler):
     """A torch ``DataLoader`` sampler over a
     :class:`~im2rec.training.dataset.RecordDataset` (no torch needed):
     block-shuffled epochs (see the module). ``block_bytes`` defaults to the
@@ -147,53 +147,13 @@ class BlockSampler:
         counts = [int(dealt[r::replicas].sum()) for r in range(replicas)]
         return min(counts) if self.drop_last else max(counts)
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """The epoch the next pass runs (its order), beginning after its
-        first ``start`` samples (to resume one); later passes begin at its
-        first sample."""
-        epoch = whole(epoch, "epoch")
-        per_rank = self._per_rank(epoch)
-        start = whole(start, "start", 0, per_rank)
-        self.epoch, self.per_rank = epoch, per_rank
-        self.start = self.begun = start  # (the next pass's start; the current pass's)
-        self.yielded = 0  # samples the pass in progress has handed out
-        self._elastic: np.ndarray | None = None  # this rank's rest of a resized epoch
-        self._resized: tuple[Resize, ...] = ()  # the rank changes this epoch was resumed through
+    kind = "block"
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """What resumes this epoch after the first ``consumed`` samples of
-        the pass in progress (or of the next one): ``load_state_dict`` of
-        it, then iterate (see the module doc). Without ``consumed``, the
-        samples the pass has handed out so far: what torchdata's
-        ``StatefulDataLoader`` asks for as it draws each batch's indices
-        (it then resumes after the batches the training loop was given).
-        The state's layout is :mod:`~im2rec.training.sampler_state`'s."""
-        if consumed is None:
-            consumed = self.yielded
-        consumed = whole(consumed, "consumed", 0, self.per_rank - self.begun)
-        return SamplerState("block", self.seed, self.epoch, len(self.blocks), self.num_replicas,
-                            self._resized, rank=self.rank,
-                            start=self.begun + consumed).to_dict()  # fmt: skip
+    def _slots(self) -> int:
+        return len(self.blocks)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` of this rank, or from
-        :func:`merge_states` of every rank of a job with another number of
-        ranks (an elastic resume), however many resumes and rank changes
-        the epoch went through before (:mod:`~im2rec.training.sampler_state`)."""
-        loaded = SamplerState.from_dict(state)
-        loaded.check("block", self.seed, len(self.blocks))
-        chain = loaded.chain(self.num_replicas, self.rank)
-        self.set_epoch(loaded.epoch)
-        if chain:
-
-            def part(replicas: int, rank: int) -> np.ndarray:
-                return self._part(replicas, rank, self._per_rank(self.epoch, replicas))[0]
-
-            parts = resized_parts(part, len(self.blocks), chain, self.num_replicas)
-            self._elastic, self._resized = parts[self.rank], chain
-            self.per_rank = len(self._elastic)
-        start = 0 if loaded.start is None else loaded.start
-        self.start = self.begun = whole(start, "the state's start", 0, self.per_rank)
+    def _rank_slots(self, replicas: int, rank: int) -> np.ndarray:
+        return self._part(replicas, rank, self._per_rank(self.epoch, replicas))[0]
 
     def order(self) -> tuple[np.ndarray, np.ndarray]:
         """This rank's samples for the current epoch (all of them, from
@@ -217,21 +177,9 @@ class BlockSampler:
             samples = np.tile(samples, repeats)[:per_rank]
         return samples, visit
 
-    def __len__(self) -> int:
-        """The samples of the pass in progress, or of the next one."""
-        return self.per_rank - self.begun
-
     def __iter__(self) -> Iterator[int]:
         samples, visit = self.order()
-        start = self.begun = self.start
-        self.start, self.yielded = 0, 0  # the next pass starts from the epoch's beginning
-        for sample in self._samples(samples, visit, start):
-            self.yielded += 1
-            yield sample
-        self.begun, self.yielded = self.start, 0  # this pass is over: len() is the next one's
-        if self._elastic is not None:  # the resized epoch is over: the next is dealt anew
-            self._elastic, self._resized = None, ()
-            self.per_rank = self._per_rank(self.epoch)
+        yield from self._pass(lambda start: self._samples(samples, visit, start))
 
     def _samples(self, samples: np.ndarray, visit: np.ndarray, start: int) -> Iterator[int]:
         if self.view is None:

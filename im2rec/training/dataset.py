@@ -46,6 +46,7 @@ from .targets import (
     tensor_target,
     v2_image,
 )
+from .vocabulary import skips_corrupt
 
 __all__ = ["RecordDataset"]
 
@@ -129,8 +130,7 @@ class RecordDataset:
     ):
         if layout not in ("auto", "plain", "insightface"):
             raise ValueError(f"layout must be 'auto', 'plain' or 'insightface', not {layout!r}")
-        if on_corrupt not in ("raise", "skip"):
-            raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        skip_corrupt = skips_corrupt(on_corrupt)
         if labels not in ("class", "float", "boxes"):
             raise ValueError(f"labels must be 'class', 'float' or 'boxes', not {labels!r}")
         if transforms is not None and (transform is not None or target_transform is not None):
@@ -183,7 +183,7 @@ class RecordDataset:
         self.transform = transform
         self.target_transform = target_transform
         self.transforms = transforms
-        self.skip_corrupt = on_corrupt == "skip"
+        self.skip_corrupt = skip_corrupt
         self.skipped: list[tuple[Any, int, str]] = []
         # the keys served, in order: a view of the index's array, or a range
         # (no Python object a record: forked workers share these pages)

@@ -30,8 +30,8 @@ from ..storage.blockcache import BlockCache
 from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
 from .batching import SlotLayout
 from .detfill import DetFill
-from .epochs import EpochIterator
-from .vocabulary import DataDesc, UnknownOptionWarning, ragged_lst_labels
+from .epochs import EpochIterator, ReadOptions
+from .vocabulary import UnknownOptionWarning, ragged_lst_labels
 
 __all__ = ["ImageDetRecordIter", "label_widths", "objects_view"]
 
@@ -93,29 +93,18 @@ class ImageDetRecordIter(EpochIterator):
         block_window: int = 4,
         **options: Any,
     ):
-        if on_corrupt not in ("raise", "skip"):
-            raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
-        if batch_size < 1 or label_width == 0 or label_width < -1:
-            raise ConfigError("batch_size must be at least 1, label_width -1 or at least 1")
-        if label_pad_width < -1 or shuffle_chunk_size < 0 or prefetch_buffer < 0:
-            raise ConfigError(
-                "label_pad_width must be -1 or more; shuffle_chunk_size and prefetch_buffer "
-                "must not be negative"
-            )
+        read = ReadOptions.of(locals())
+        if label_width == 0 or label_width < -1:
+            raise ConfigError(f"label_width must be -1 or at least 1, not {label_width}")
+        if label_pad_width < -1:
+            raise ConfigError(f"label_pad_width must be -1 or more, not {label_pad_width}")
         if mean_img:
             raise ConfigError(
                 "ImageDetRecordIter does not take mean_img; give the per-channel means "
                 "(mean_r, mean_g, mean_b) instead"
             )
         self.det_augmenter = _augmenter(data_shape, options)
-        self._open(
-            path_imgrec, path_imgidx, batch_size, shuffle=shuffle, seed=seed,
-            round_batch=round_batch, num_parts=num_parts, part_index=part_index,
-            shuffle_chunk_size=shuffle_chunk_size, shuffle_chunk_seed=shuffle_chunk_seed,
-            seed_aug=seed_aug, verbose=verbose, on_corrupt=on_corrupt,
-            storage_options=storage_options, cache=cache, block_window=block_window,
-        )  # fmt: skip
-        self.label_pad_value = float(label_pad_value)
+        self._open(read)
         labels = ragged_lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
         if labels is not None:
             widest = labels.widest()
@@ -143,11 +132,8 @@ class ImageDetRecordIter(EpochIterator):
         aug = self.det_augmenter
         width = self.label_pad_width + 4
         fill = DetFill(aug, self.label_pad_width, self.label_pad_value, labels)
-        self._start(
-            SlotLayout(batch_size, aug.data_shape, "float32", width), fill, preprocess_threads,
-            prefetch_buffer, DataDesc(data_name, (batch_size, *aug.data_shape), np.float32),
-            DataDesc(label_name, (batch_size, width), np.dtype(np.float32), "N"),
-        )  # fmt: skip
+        self._start(SlotLayout(batch_size, aug.data_shape, "float32", width), fill,
+                    (batch_size, width))  # fmt: skip
 
 
 def _augmenter(data_shape: tuple[int, int, int], options: dict[str, Any]) -> DetAugmenter:

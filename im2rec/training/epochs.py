@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -30,9 +31,52 @@ from .vocabulary import (
     part,
     record_offsets,
     record_stops,
+    skips_corrupt,
 )
 
-__all__ = ["EpochIterator"]
+__all__ = ["EpochIterator", "ReadOptions"]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The keywords both MXNet iterators take for reading a part, building
+    batches and naming them, checked once. The iterators' signatures
+    declare each one explicitly (MXNet's names, and "did you mean" for a
+    mistyped one); a test checks that they agree with these defaults."""
+
+    path_imgrec: str | os.PathLike[str]
+    batch_size: int
+    path_imgidx: str | os.PathLike[str] = ""
+    shuffle: bool = False
+    seed: int = 0
+    round_batch: bool = True
+    num_parts: int = 1
+    part_index: int = 0
+    preprocess_threads: int | None = None
+    prefetch_buffer: int = 4
+    shuffle_chunk_size: int = 0
+    shuffle_chunk_seed: int = 0
+    seed_aug: int | None = None
+    verbose: bool = True
+    data_name: str = "data"
+    label_name: str = "softmax_label"
+    label_pad_value: float = -1.0
+    on_corrupt: str = "raise"
+    storage_options: dict[str, Any] | None = None
+    cache: BlockCache | str | os.PathLike[str] | None = None
+    block_window: int = 4
+
+    def __post_init__(self) -> None:
+        skips_corrupt(self.on_corrupt)
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be at least 1, not {self.batch_size}")
+        if self.shuffle_chunk_size < 0 or self.prefetch_buffer < 0:
+            raise ConfigError("shuffle_chunk_size and prefetch_buffer must not be negative")
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> ReadOptions:
+        """These options from an iterator's arguments (its ``locals()``)."""
+        return cls(**{f.name: given[f.name] for f in fields(cls)})
 
 
 class EpochIterator:
@@ -42,70 +86,51 @@ class EpochIterator:
     batch_size: int
     label_pad_value: float
 
-    def _open(
-        self,
-        path_imgrec: str | os.PathLike[str],
-        path_imgidx: str | os.PathLike[str],
-        batch_size: int,
-        *,
-        shuffle: bool,
-        seed: int,
-        round_batch: bool,
-        num_parts: int,
-        part_index: int,
-        shuffle_chunk_size: int,
-        shuffle_chunk_seed: int,
-        seed_aug: int | None,
-        verbose: bool,
-        on_corrupt: str,
-        storage_options: dict[str, Any] | None,
-        cache: BlockCache | str | os.PathLike[str] | None,
-        block_window: int,
-    ) -> None:
+    def _open(self, read: ReadOptions) -> None:
         """The reading half of the set-up: the records of this part, their
         spans and order rules (both iterators')."""
+        self._read = read
+        batch_size, num_parts, part_index = read.batch_size, read.num_parts, read.part_index
         self.batch_size = batch_size
-        self.shuffle, self.seed, self.round_batch = shuffle, seed, round_batch
-        self.seed_aug = seed if seed_aug is None else seed_aug
-        self.skip_corrupt = on_corrupt == "skip"
-        self.storage_options = storage_options
-        path_imgrec, path_imgidx = os.fspath(path_imgrec), os.fspath(path_imgidx)
+        self.shuffle, self.seed, self.round_batch = read.shuffle, read.seed, read.round_batch
+        self.seed_aug = read.seed if read.seed_aug is None else read.seed_aug
+        self.skip_corrupt = skips_corrupt(read.on_corrupt)
+        self.storage_options = storage_options = read.storage_options
+        self.label_pad_value = float(read.label_pad_value)
+        path_imgrec, path_imgidx = os.fspath(read.path_imgrec), os.fspath(read.path_imgidx)
         self.path_imgrec = path_imgrec
-        every = record_offsets(path_imgrec, path_imgidx, verbose, storage_options)
+        every = record_offsets(path_imgrec, path_imgidx, read.verbose, storage_options)
         self._offsets = part(every, num_parts, part_index)
         # each record's span ends where the next (in file order) starts
         self._every, self._size = every, local_size(path_imgrec)
         self.cache, self._plan = block_plan(
-            path_imgrec, storage_options, cache, every, self._offsets, block_window
+            path_imgrec, storage_options, read.cache, every, self._offsets, read.block_window
         )
-        if round_batch and batch_size > len(self._offsets):
+        if read.round_batch and batch_size > len(self._offsets):
             raise ConfigError(
                 f"batch_size {batch_size} is larger than the {len(self._offsets)} records of "
                 f"part {part_index} of {num_parts}; use a smaller batch_size, or "
                 "round_batch=False for one padded batch"
             )
         self._labels = None
-        self._chunks = chunk_starts(self._offsets, shuffle_chunk_size, num_parts, path_imgidx)
-        self.shuffle_chunk_seed = shuffle_chunk_seed
+        self._chunks = chunk_starts(self._offsets, read.shuffle_chunk_size, num_parts, path_imgidx)
+        self.shuffle_chunk_seed = read.shuffle_chunk_seed
 
-    def _start(
-        self,
-        layout: SlotLayout,
-        fill: Fill,
-        preprocess_threads: int | None,
-        prefetch_buffer: int,
-        data: DataDesc,
-        label: DataDesc,
-    ) -> None:
-        """The working half: the workers, their ring, the first epoch."""
+    def _start(self, layout: SlotLayout, fill: Fill, label_shape: tuple[int, ...]) -> None:
+        """The working half: the workers, their ring, the first epoch; the
+        batches' descriptions (``provide_data``, ``provide_label``)."""
+        read = self._read
         self.layout = layout
+        data = DataDesc(read.data_name, (self.batch_size, *layout.data_shape),
+                        np.dtype(layout.dtype))  # fmt: skip
+        label = DataDesc(read.label_name, label_shape, np.dtype(np.float32), "N")
         self.provide_data, self.provide_label = [data], [label]
         self.skipped: list[tuple[int, str]] = []
         self.epoch = 0
         # the next epoch's order and its batches under way (see _top_up)
         self._ahead: tuple[np.ndarray, deque[Pending]] | None = None
         self._workers = Workers(
-            preprocess_threads, prefetch_buffer, self.layout, fill, self.path_imgrec,
+            read.preprocess_threads, read.prefetch_buffer, self.layout, fill, self.path_imgrec,
             self.storage_options, self.cache,
         )  # fmt: skip
         self._start_epoch()

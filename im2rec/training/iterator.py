@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter
 from .batching import SlotLayout
-from .epochs import EpochIterator
+from .epochs import EpochIterator, ReadOptions
 from .filling import ImageFill
 from .vocabulary import (
     DataBatch,
@@ -93,12 +93,9 @@ class ImageRecordIter(EpochIterator):
         block_window: int = 4,
         **options: Any,
     ):
-        if on_corrupt not in ("raise", "skip"):
-            raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
-        if batch_size < 1 or label_width < 1:
-            raise ConfigError("batch_size and label_width must be at least 1")
-        if shuffle_chunk_size < 0 or prefetch_buffer < 0:
-            raise ConfigError("shuffle_chunk_size and prefetch_buffer must not be negative")
+        read = ReadOptions.of(locals())
+        if label_width < 1:
+            raise ConfigError(f"label_width must be at least 1, not {label_width}")
         dtype = dtype or "float32"
         aug = augmenter_options(options, _KEYWORDS)
         self.augmenter = Augmenter(tuple(data_shape), dtype=dtype, **aug)  # type: ignore[arg-type]
@@ -114,25 +111,13 @@ class ImageRecordIter(EpochIterator):
 
             image = mean_image(os.fspath(mean_img), compute, verbose)
             self.augmenter = self.augmenter.replace(mean_img=image)
-        self._open(
-            path_imgrec, path_imgidx, batch_size, shuffle=shuffle, seed=seed,
-            round_batch=round_batch, num_parts=num_parts, part_index=part_index,
-            shuffle_chunk_size=shuffle_chunk_size, shuffle_chunk_seed=shuffle_chunk_seed,
-            seed_aug=seed_aug, verbose=verbose, on_corrupt=on_corrupt,
-            storage_options=storage_options, cache=cache, block_window=block_window,
-        )  # fmt: skip
-        self.label_pad_value = float(label_pad_value)
+        self._open(read)
         self._labels = lst_labels(os.fspath(path_imglist), label_width) if path_imglist else None
         layout = SlotLayout(
             batch_size, self.augmenter.data_shape, self.augmenter.dtype, label_width
         )
         label_shape = (batch_size,) if label_width == 1 else (batch_size, label_width)
-        self._start(
-            layout, ImageFill(self.augmenter), preprocess_threads, prefetch_buffer,
-            DataDesc(data_name, (batch_size, *self.augmenter.data_shape),
-                     np.dtype(self.augmenter.dtype)),
-            DataDesc(label_name, label_shape, np.dtype(np.float32), "N"),
-        )  # fmt: skip
+        self._start(layout, ImageFill(self.augmenter), label_shape)
 
 
 def _mean_over_part(**kwargs: Any) -> np.ndarray:

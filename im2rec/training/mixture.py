@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from .augment import Augmenter, process_rng
 from .dataset import RecordDataset
 from .loading import Batch, new_batch
-from .sampler_state import Resize, SamplerState, resized_parts, whole
+from .sampler_state import ResumableSampler, whole
 
 __all__ = ["MixedDataset", "MixtureSampler"]
 
@@ -167,7 +167,7 @@ def _top_label(ds: RecordDataset, buf: Any, size: int, report: Any) -> int:
     return top
 
 
-class MixtureSampler:
+class MixtureSampler(ResumableSampler):
     """A ``DataLoader`` sampler over a :class:`MixedDataset`: each epoch
     ``epoch_size`` draws (default: the mixture's length) in the proportions
     ``weights`` (one a source, any scale), as the module says."""
@@ -207,16 +207,15 @@ class MixtureSampler:
         self.size = size
         self.set_epoch(0)
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """The epoch the next pass runs, beginning after its first ``start`` draws."""
-        epoch = whole(epoch, "epoch")
-        self.per_rank = self.size // self.num_replicas
-        start = whole(start, "start", 0, self.per_rank)
-        self.epoch, self.start, self.begun, self.yielded = epoch, start, start, 0
-        self._elastic: np.ndarray | None = None  # this rank's draws of a resized epoch
-        self._resized: tuple[Resize, ...] = ()
+    kind = "mixture"
 
-    def _slots(self, replicas: int, rank: int) -> np.ndarray:
+    def _per_rank(self, epoch: int) -> int:
+        return self.size // self.num_replicas
+
+    def _slots(self) -> int:
+        return self.size
+
+    def _rank_slots(self, replicas: int, rank: int) -> np.ndarray:
         """Rank ``rank`` of ``replicas``'s draws (positions in the epoch's)."""
         return np.arange(rank, self.size, replicas, dtype=np.int64)[: self.size // replicas]
 
@@ -238,48 +237,12 @@ class MixtureSampler:
 
     def order(self) -> np.ndarray:
         """This rank's draws of the current epoch (mixture indices), from the first."""
-        slots = self._elastic if self._elastic is not None else self._slots(
+        slots = self._elastic if self._elastic is not None else self._rank_slots(
             self.num_replicas, self.rank
         )  # fmt: skip
         mine: np.ndarray = self.draws()[slots]
         return mine
 
-    def __len__(self) -> int:
-        return self.per_rank - self.begun
-
     def __iter__(self) -> Iterator[int]:
         draws = self.order()
-        start = self.begun = self.start
-        self.start, self.yielded = 0, 0
-        for i in draws[start:].tolist():
-            self.yielded += 1
-            yield i
-        self.begun, self.yielded = 0, 0
-        if self._elastic is not None:  # the resized epoch is over: the next is dealt anew
-            self._elastic, self._resized = None, ()
-            self.per_rank = self.size // self.num_replicas
-
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Resume after ``consumed`` draws of the pass in progress (without
-        it, the draws it handed out: what torchdata's ``StatefulDataLoader``
-        asks for); the layout is :mod:`~im2rec.training.sampler_state`'s."""
-        consumed = self.yielded if consumed is None else consumed
-        consumed = whole(consumed, "consumed", 0, self.per_rank - self.begun)
-        return SamplerState("mixture", self.seed, self.epoch, self.size, self.num_replicas,
-                            self._resized, rank=self.rank,
-                            start=self.begun + consumed).to_dict()  # fmt: skip
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` of this rank, or from
-        :func:`~im2rec.training.sampler_state.merge_states` of every rank of
-        a job with another number of ranks."""
-        loaded = SamplerState.from_dict(state)
-        loaded.check("mixture", self.seed, self.size)
-        chain = loaded.chain(self.num_replicas, self.rank)
-        self.set_epoch(loaded.epoch)
-        if chain:
-            parts = resized_parts(self._slots, self.size, chain, self.num_replicas)
-            self._elastic, self._resized = parts[self.rank], chain
-            self.per_rank = len(self._elastic)
-        start = 0 if loaded.start is None else loaded.start
-        self.start = self.begun = whole(start, "the state's start", 0, self.per_rank)
+        yield from self._pass(lambda start: draws[start:].tolist())

@@ -26,7 +26,7 @@ on that rank of that many ranks. A state of im2rec 0.2.0's BlockSampler
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,14 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["Resize", "SamplerState", "merge_states", "resized_parts", "whole"]
+__all__ = [
+    "Resize",
+    "ResumableSampler",
+    "SamplerState",
+    "merge_states",
+    "resized_parts",
+    "whole",
+]
 
 #: the most rank changes one epoch may have been resumed through
 MAX_RESIZES = 64
@@ -246,3 +253,89 @@ def resized_parts(
         following = chain[k + 1].num_replicas if k + 1 < len(chain) else replicas
         parts = np.array_split(rest, following)
     return parts
+
+
+class ResumableSampler:
+    """What both samplers share: the epoch and where its pass begins,
+    ``len()``, counting what a pass hands out, and ``state_dict`` /
+    ``load_state_dict`` in :class:`SamplerState`'s layout (an elastic
+    resume included). A sampler says what its slots are
+    (:meth:`_per_rank`, :meth:`_rank_slots`, :meth:`_slots`) and iterates
+    through :meth:`_pass`."""
+
+    kind: str  # SamplerState's "sampler"
+    seed: int
+    num_replicas: int
+    rank: int
+
+    def _per_rank(self, epoch: int) -> int:
+        """The slots each rank of this job takes in ``epoch``."""
+        raise NotImplementedError
+
+    def _rank_slots(self, replicas: int, rank: int) -> np.ndarray:
+        """Rank ``rank`` of ``replicas``'s slots of the current epoch."""
+        raise NotImplementedError
+
+    def _slots(self) -> int:
+        """The slots of an epoch (what a state must agree on)."""
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch the next pass runs (its order), beginning after its
+        first ``start`` slots (to resume one); later passes begin at its
+        first slot."""
+        epoch = whole(epoch, "epoch")
+        per_rank = self._per_rank(epoch)
+        start = whole(start, "start", 0, per_rank)
+        self.epoch, self.per_rank = epoch, per_rank
+        self.start = self.begun = start  # (the next pass's start; the current pass's)
+        self.yielded = 0  # slots the pass in progress has handed out
+        self._elastic: np.ndarray | None = None  # this rank's slots of a resized epoch
+        self._resized: tuple[Resize, ...] = ()  # the rank changes this epoch went through
+
+    def __len__(self) -> int:
+        """The slots of the pass in progress, or of the next one."""
+        return self.per_rank - self.begun
+
+    def _pass(self, slots: Callable[[int], Iterable[int]]) -> Iterator[int]:
+        """One pass: ``slots(start)`` handed out and counted; then the next
+        pass begins at the epoch's first slot, and a resized epoch is over
+        (the next one is dealt anew)."""
+        start = self.begun = self.start
+        self.start, self.yielded = 0, 0
+        for slot in slots(start):
+            self.yielded += 1
+            yield slot
+        self.begun, self.yielded = self.start, 0  # this pass is over: len() is the next one's
+        if self._elastic is not None:
+            self._elastic, self._resized = None, ()
+            self.per_rank = self._per_rank(self.epoch)
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """What resumes this epoch after the first ``consumed`` slots of the
+        pass in progress (or of the next one): ``load_state_dict`` of it,
+        then iterate. Without ``consumed``, the slots the pass has handed
+        out so far: what torchdata's ``StatefulDataLoader`` asks for as it
+        draws each batch's indices (it then resumes after the batches the
+        training loop was given)."""
+        consumed = self.yielded if consumed is None else consumed
+        consumed = whole(consumed, "consumed", 0, self.per_rank - self.begun)
+        return SamplerState(self.kind, self.seed, self.epoch, self._slots(), self.num_replicas,
+                            self._resized, rank=self.rank,
+                            start=self.begun + consumed).to_dict()  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` of this rank, or from
+        :func:`merge_states` of every rank of a job with another number of
+        ranks (an elastic resume), however many resumes and rank changes
+        the epoch went through before."""
+        loaded = SamplerState.from_dict(state)
+        loaded.check(self.kind, self.seed, self._slots())
+        chain = loaded.chain(self.num_replicas, self.rank)
+        self.set_epoch(loaded.epoch)
+        if chain:
+            parts = resized_parts(self._rank_slots, self._slots(), chain, self.num_replicas)
+            self._elastic, self._resized = parts[self.rank], chain
+            self.per_rank = len(self._elastic)
+        start = 0 if loaded.start is None else loaded.start
+        self.start = self.begun = whole(start, "the state's start", 0, self.per_rank)

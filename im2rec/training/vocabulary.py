@@ -44,7 +44,17 @@ __all__ = [
     "part",
     "record_offsets",
     "record_stops",
+    "skips_corrupt",
 ]
+
+
+def skips_corrupt(on_corrupt: str) -> bool:
+    """Whether ``on_corrupt`` (every reader's: "raise" or "skip") says to
+    skip an undecodable record; :class:`ConfigError` for any other value."""
+    if on_corrupt not in ("raise", "skip"):
+        raise ConfigError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+    return on_corrupt == "skip"
+
 
 #: Accepted for MXNet compatibility and ignored: they only choose MXNet's
 #: device or threading, which have no counterpart here.

@@ -659,3 +659,24 @@ def test_without_path_imgidx_it_says_why_the_idx_beside_is_not_used(
         pass
     err = capsys.readouterr().err
     assert "path_imgidx not given\n" in err and "beside" not in err
+
+
+def test_both_iterators_declare_the_shared_keywords_alike() -> None:
+    """ImageRecordIter and ImageDetRecordIter declare every reading keyword
+    explicitly (MXNet's names, "did you mean"): each with ReadOptions'
+    default, so one options object can check them once for both."""
+    import dataclasses
+    import inspect
+
+    from im2rec.training.detiter import ImageDetRecordIter
+    from im2rec.training.epochs import ReadOptions
+
+    for iterator in (ImageRecordIter, ImageDetRecordIter):
+        declared = inspect.signature(iterator.__init__).parameters
+        for option in dataclasses.fields(ReadOptions):
+            assert option.name in declared, (iterator.__name__, option.name)
+            default = declared[option.name].default
+            if option.default is dataclasses.MISSING:
+                assert default is inspect.Parameter.empty, (iterator.__name__, option.name)
+            else:
+                assert default == option.default, (iterator.__name__, option.name, default)
