@@ -66,7 +66,7 @@ if impl == "loader":
     import torch
     from im2rec.training import RecordDataset
     from im2rec.training.augment.detection import DetAugmenter
-    from im2rec.training.detfill import DetTransform
+    from im2rec.training.detdraw import DetTransform
     from im2rec.training.detiter import _augmenter
     options = {k: v for k, v in kw.items() if k not in (
         "path_imgrec", "data_shape", "batch_size", "shuffle", "preprocess_threads",

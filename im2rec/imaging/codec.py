@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from PIL import Image, ImageOps, features
 
@@ -33,6 +33,7 @@ __all__ = [
     "decode_bgr",
     "decode_bgr_or_none",
     "encode_bgr",
+    "Crop",
     "exif_orientation",
     "short_side",
     "Upright",
@@ -396,9 +397,20 @@ def im2rec_geometry(
     return box, short_side(SCALARS, w, h, resize)
 
 
-#: ``plan(width, height) -> (box, size)``: the region of the upright image to
-#: keep, in its pixel coordinates, and the size to resample that region to.
-Plan = Callable[[int, int], tuple[Box, tuple[int, int]]]
+class Crop(NamedTuple):
+    """What a plan decides once it knows the upright image's size: the
+    region to keep (``box``, in its pixels), the size to resample it to
+    (None: none of the image shows, and nothing is decoded), the filter,
+    and the planner's own ``note``, handed back with the image."""
+
+    box: Box
+    size: tuple[int, int] | None
+    method: Image.Resampling = Image.Resampling.BILINEAR
+    note: Any = None
+
+
+#: ``plan(width, height) -> Crop``, asked once the upright size is known.
+Plan = Callable[[int, int], Crop]
 
 
 def open_image(data: bytes | bytearray | memoryview) -> Image.Image:

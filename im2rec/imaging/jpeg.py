@@ -30,7 +30,6 @@ file cut short below it; Pillow reads to the end and says it is truncated.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -39,7 +38,7 @@ from PIL import Image
 
 from .. import native
 from ..errors import ImageCodecError
-from .codec import Plan, check_pixels, opencv_mode, pixel_limit, resize
+from .codec import Crop, Plan, check_pixels, opencv_mode, pixel_limit, resize
 from .columns import ARRAYS, SCALARS
 
 # (None: built without a compiler or libjpeg headers, or switched off: Pillow decodes)
@@ -117,32 +116,27 @@ class Window:
 
 
 def region(
-    data: bytes | memoryview,
-    color: int,
-    plan: Plan,
-    resample: Image.Resampling | Callable[[], Image.Resampling],
-) -> Image.Image | None:
-    """:func:`~im2rec.imaging.regions.decode_region` of a JPEG by region decoding,
-    or None when the fast path does not apply (see the module doc) and
-    ``plan`` has not been called."""
-    got = window(data, color, plan, resample)
+    data: bytes | memoryview, color: int, plan: Plan
+) -> tuple[Image.Image | None, Crop] | None:
+    """:func:`~im2rec.imaging.regions.decode_region` of a JPEG by region
+    decoding, or None when the fast path does not apply (see the module
+    doc) and ``plan`` has not been called."""
+    got = window(data, color, plan)
     if got is None:
         return None
-    return got.finish(opencv_mode(got.image(), color))
+    crop, win = got
+    return (None if win is None else win.finish(opencv_mode(win.image(), color))), crop
 
 
 def window(
-    data: bytes | memoryview,
-    color: int,
-    plan: Plan,
-    resample: Image.Resampling | Callable[[], Image.Resampling],
-    rgbx: bool = False,
-) -> Window | None:
+    data: bytes | memoryview, color: int, plan: Plan, rgbx: bool = False
+) -> tuple[Crop, Window | None] | None:
     """Decode the part of a JPEG that ``plan``'s crop and its resampling
     need, at the smallest DCT scale that keeps the output size (``color``
-    as :func:`~im2rec.imaging.regions.decode_region`; ``rgbx`` gives colour pixels
-    four bytes, which Pillow and numpy take without a copy). None, with
-    ``plan`` not called, where the fast path does not apply."""
+    as :func:`~im2rec.imaging.regions.decode_region`; ``rgbx`` gives colour
+    pixels four bytes, which Pillow and numpy take without a copy): the
+    plan's crop and the window (None where the crop shows nothing). None,
+    with ``plan`` not called, where the fast path does not apply."""
     if color == -1 or not enabled() or bytes(data[-2:]) != b"\xff\xd9":
         return None
     try:
@@ -152,9 +146,11 @@ def window(
     if space not in (_JCS_GRAYSCALE, _JCS_RGB, _JCS_YCBCR) or orientation not in (0, 1):
         return None
     check_pixels((width, height), "an image")
-    box, size = plan(width, height)
+    crop = plan(width, height)
+    box, size, method = crop.box, crop.size, crop.method
+    if size is None:
+        return crop, None
     check_pixels(size, "the resized image", output=True)
-    method = resample() if callable(resample) else resample
     scale, (left, top, right, bottom), fbox, exact = region_rule(
         SCALARS, width, height, *box, size, method
     )
@@ -169,7 +165,7 @@ def window(
     pixels, x, y, w, h = got
     bpp = len(pixels) // (w * h)
     mode = {1: "L", 3: "RGB", 4: "RGBX"}[bpp]
-    return Window(
+    return crop, Window(
         pixels, mode, x, y, w, h, (sw, sh), fbox, size, method, left - x if exact else None
     )
 

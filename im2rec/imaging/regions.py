@@ -6,14 +6,13 @@ conventions) and :mod:`.jpeg`, which both sit below it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import Im2RecError, ImageCodecError
 from .codec import (
     DECODE_ERRORS,
     Box,
+    Crop,
     Plan,
     Upright,
     check_iscolor,
@@ -28,7 +27,7 @@ from .codec import (
 from .columns import SCALARS
 from .jpeg import dct_scale, region
 
-__all__ = ["decode_region", "transcode"]
+__all__ = ["decode_planned", "decode_region", "transcode"]
 
 
 def transcode(
@@ -51,22 +50,30 @@ def transcode(
     """
     check_iscolor(color)
     fmt = pillow_format(img_fmt)
-    im = decode_region(
-        data, color, lambda width, height: im2rec_geometry(width, height, resize, center_crop)
-    )
+
+    def plan(width: int, height: int) -> Crop:
+        return Crop(*im2rec_geometry(width, height, resize, center_crop))
+
+    im = decode_region(data, color, plan)
     if fmt == "JPEG" and im.mode in ("RGBA", "I;16"):
         im = im.convert("RGB") if im.mode == "RGBA" else opencv_mode(im, 0)  # no alpha, 8 bits
     return save_pil(im, fmt, quality)
 
 
-def decode_region(
-    data: bytes | memoryview,
-    color: int,
-    plan: Plan,
-    resample: Image.Resampling | Callable[[], Image.Resampling] = Image.Resampling.BILINEAR,
-) -> Image.Image:
-    """Decode image bytes and return the region ``plan`` picks, resampled
-    with ``resample`` (a filter, or a callable asked after ``plan`` ran).
+def decode_region(data: bytes | memoryview, color: int, plan: Plan) -> Image.Image:
+    """:func:`decode_planned` for a plan whose crop always shows the image."""
+    im, _ = decode_planned(data, color, plan)
+    if im is None:
+        raise ImageCodecError("the plan's crop shows none of the image")
+    return im
+
+
+def decode_planned(
+    data: bytes | memoryview, color: int, plan: Plan
+) -> tuple[Image.Image | None, Crop]:
+    """Decode image bytes to the region ``plan`` picks, resampled as it
+    says; the image (None when the plan's crop shows none of it: then
+    only the header is read) and the plan's :class:`Crop`.
 
     ``color`` is OpenCV's imread flag (1 RGB, 0 gray, -1 as stored).
     ``plan`` sees the size after EXIF orientation (applied for ``color`` 1
@@ -77,20 +84,23 @@ def decode_region(
     that is not a readable image.
     """
     if data[:3] == b"\xff\xd8\xff":
-        fast = region(data, color, plan, resample)  # only the part the plan keeps
+        fast = region(data, color, plan)  # only the part the plan keeps
         if fast is not None:
             return fast
     try:
-        source = Upright(data, color)
+        source = Upright(data, color)  # (not closed: the result may be its image)
         width, height = source.size
-        box, size = plan(width, height)
+        crop = plan(width, height)
+        box, size = crop.box, crop.size
+        if size is None:
+            return None, crop
         check_pixels(size, "the resized image", output=True)
         crop_w, crop_h = box[2] - box[0], box[3] - box[1]
         source.draft("L" if color == 0 else None,
                      dct_scale(SCALARS, width, height, crop_w, crop_h, size))  # fmt: skip
         im = source.load()
-        method = resample() if callable(resample) else resample
-        return _crop_resize(opencv_mode(im, color), (width, height), box, size, method)
+        full = (width, height)
+        return _crop_resize(opencv_mode(im, color), full, box, size, crop.method), crop
     except Im2RecError:  # ours (a bomb, or the plan refusing the image): as they are
         raise
     except UnidentifiedImageError as exc:

@@ -19,7 +19,7 @@ from .augment import Augmenter
 from .augment.detection import DetAugmenter
 from .blockorder import BlockSampler
 from .dataset import RecordDataset
-from .detfill import DetTransform
+from .detdraw import DetTransform
 from .detiter import ImageDetRecordIter, objects_view
 from .iterator import (
     DataBatch,

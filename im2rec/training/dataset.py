@@ -36,10 +36,11 @@ from ..storage import is_url
 from ..storage.blockcache import BlockCache
 from .augment import Augmenter, process_rng
 from .augment.fused import Writer
-from .detfill import DetTransform
+from .detdraw import DetTransform
 from .loading import Batch, collate, new_batch
 from .targets import (
     detection_collate,
+    detection_objects,
     detection_target,
     image_size,
     is_v2,
@@ -79,7 +80,7 @@ class RecordDataset:
     image as a ``tv_tensors.Image`` (CxHxW, sharing its memory), since v2
     passes numpy arrays through untouched (and would take a detection
     target's labels for the image); it cannot take ``output="bytes"``
-    (refused: use :class:`~im2rec.training.detfill.DetTransform` or your own
+    (refused: use :class:`~im2rec.training.detdraw.DetTransform` or your own
     decoding there). Without an ``.idx`` the file
     is indexed in memory once (keys 0..N-1; a warning says so), with
     ``missing_index="scan"``, the default; ``"error"`` refuses.
@@ -341,14 +342,16 @@ class RecordDataset:
             image: Any = payload
         else:
             image = self._decode(payload, key)
+        drawn = isinstance(self.transforms, DetTransform)  # (normalised boxes: pixels once)
         if self.labels == "boxes":
             values = header.label if header.flag else None
-            label = detection_target(
-                values, lambda: self._canvas(image, payload, key),
-                f"{self.reader.name}: record {key!r}",
-            )  # fmt: skip
-            if not isinstance(self.transforms, DetTransform):  # (which takes numpy)
-                label = tensor_target(label)
+            where = f"{self.reader.name}: record {key!r}"
+            if drawn:
+                label = detection_objects(values, where)
+            else:
+                label = tensor_target(detection_target(
+                    values, lambda: self._canvas(image, payload, key), where
+                ))  # fmt: skip
         if self.v2 and self.output == "numpy":  # (v2 passes a numpy array through untouched)
             image = v2_image(image)
         if self.transform is not None:
@@ -365,7 +368,11 @@ class RecordDataset:
                 raise self._codec_error(key, exc) from exc
         if self.target_transform is not None:
             label = self.target_transform(label)
-        if isinstance(self.transforms, DetTransform) and into is not None:
+        if drawn and self.labels == "boxes":
+            assert isinstance(self.transforms, DetTransform)
+            image, label = self.transforms.draw_objects(image, label, out=into)
+        elif drawn and into is not None:
+            assert isinstance(self.transforms, DetTransform)
             image, label = self.transforms(image, label, out=into)
         elif self.transforms is not None:
             image, label = self.transforms(image, label)

@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import DatasetError
-from ..recordio.detection import kept, problem, read_label
+from ..recordio.detection import kept, read_label
 
 __all__ = [
     "collate_targets",
     "detection_collate",
+    "detection_objects",
     "detection_target",
     "image_size",
     "is_v2",
@@ -46,14 +47,24 @@ def detection_target(
     """The target of a record whose label is ``values``, for an image of
     ``size()`` (width, height; asked only of a detection label);
     DatasetError naming ``where`` (the record) when the label is not one."""
-    why = "a single label" if values is None else problem(values)
-    if why is not None:
+    return objects_target(detection_objects(values, where), *size())
+
+
+def detection_objects(values: Any, where: str) -> np.ndarray:
+    """The objects MXNet keeps of a record's label ``values`` (rows ``cls,
+    corners normalised, extra...``), the label checked once; DatasetError
+    naming ``where`` (the record) when it is not a detection label."""
+    try:
+        if values is None:
+            raise ValueError("a single label")
+        objects = read_label(values).objects  # (checked here, once)
+    except ValueError as why:
         raise DatasetError(
             f"{where}: its label is not a detection label ({why}); labels='boxes' reads recs "
             "packed with --pack-label from `rec list --boxes` lists (docs/detection.md)"
-        )
-    objects = read_label(values).objects
-    return objects_target(objects[kept(objects)], *size())
+        ) from None
+    shown: np.ndarray = objects[kept(objects)]
+    return shown
 
 
 def objects_target(objects: np.ndarray, width: float, height: float) -> dict[str, Any]:

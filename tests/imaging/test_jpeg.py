@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from im2rec.imaging import jpeg
+from im2rec.imaging.codec import Crop
 from im2rec.imaging.columns import SCALARS
 from im2rec.imaging.regions import decode_region
 
@@ -47,19 +48,17 @@ def test_the_pillow_path_runs_where_regions_do_not_apply(monkeypatch: pytest.Mon
 
     def plan(w: int, h: int) -> Any:
         called.append((w, h))
-        return (0, 0, w, h), (w // 2, h // 2)
+        return Crop((0, 0, w, h), (w // 2, h // 2))
 
     for name, data in cases.items():
         called.clear()
-        assert jpeg.region(data, 1, plan, Image.Resampling.BILINEAR) is None, name
+        assert jpeg.region(data, 1, plan) is None, name
         assert not called  # (the plan is left for the Pillow path)
-        fast, slow = _with_and_without(monkeypatch, data, 1, plan, Image.Resampling.BILINEAR)
+        fast, slow = _with_and_without(monkeypatch, data, 1, plan)
         np.testing.assert_array_equal(fast, slow)
-    assert jpeg.region(encode(rgb), -1, plan, Image.Resampling.BILINEAR) is None
+    assert jpeg.region(encode(rgb), -1, plan) is None
     monkeypatch.setenv("IM2REC_NATIVE_JPEG", "0")
-    assert (
-        not jpeg.enabled() and jpeg.region(encode(rgb), 1, plan, Image.Resampling.BILINEAR) is None
-    )
+    assert not jpeg.enabled() and jpeg.region(encode(rgb), 1, plan) is None
 
 
 @st.composite

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from PIL import Image, ImageFile
 
 from im2rec.errors import ImageCodecError, ImageTooLargeError
+from im2rec.imaging.codec import Crop
 from im2rec.imaging.regions import decode_region
 
 from ..conftest import photo
@@ -102,9 +103,8 @@ def test_decode_region_matches_the_pillow_path(kind: str, monkeypatch: pytest.Mo
         box = (x0, y0, x1, y1)
         # the exact cut, enlargements, and shrinks down to an eighth
         size = (x1 - x0, y1 - y0) if i % 5 == 0 else tuple(int(v) for v in rng.integers(1, 160, 2))
-        fast, slow = _with_and_without(
-            monkeypatch, data, i % 2, lambda w, h, b=box, s=size: (b, s), filters[i % len(filters)]
-        )
+        crop = Crop(box, size, filters[i % len(filters)])
+        fast, slow = _with_and_without(monkeypatch, data, i % 2, lambda w, h, c=crop: c)
         assert fast.shape == slow.shape
         if filters[i % len(filters)] in (Image.Resampling.NEAREST, Image.Resampling.BOX):
             np.testing.assert_array_equal(fast, slow)
@@ -136,7 +136,8 @@ def test_scaled_decoding_keeps_the_quality_of_a_full_decode() -> None:
             h = min(height, round((area / aspect) ** 0.5))
             x, y = int(rng.integers(0, width - w + 1)), int(rng.integers(0, height - h + 1))
             box, method = (x, y, x + w, y + h), list(Image.Resampling)[1 + i % 3]
-            got = np.asarray(decode_region(data, 1, lambda *_, b=box: (b, (224, 224)), method))
+            crop = Crop(box, (224, 224), method)
+            got = np.asarray(decode_region(data, 1, lambda *_, c=crop: c))
             want = np.asarray(full.resize((224, 224), method, box=box))
             assert psnr(got, want) > 40, (box, method)
             scaled += min(w, h) >= 448
@@ -148,7 +149,7 @@ def test_the_rotated_image_is_turned_as_before(monkeypatch: pytest.MonkeyPatch) 
     exif[0x0112] = 6
     data = encode(photo(64, 48, seed=7), exif=exif.tobytes())
     assert native.header(data)[4] == 6  # the C parse of the EXIF block finds it
-    got = decode_region(data, 1, lambda w, h: ((0, 0, w, h), (w, h)))
+    got = decode_region(data, 1, lambda w, h: Crop((0, 0, w, h), (w, h)))
     assert got.size == (48, 64)
 
 
@@ -161,8 +162,8 @@ def test_damaged_data_fails_cleanly_on_both_paths(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = KINDS[kind]
-    top = lambda w, h: ((0, 0, w, 8), (w, 8))  # noqa: E731 - a region far above the cut
-    bottom = lambda w, h: ((0, h - 8, w, h), (w, 8))  # noqa: E731
+    top = lambda w, h: Crop((0, 0, w, 8), (w, 8))  # noqa: E731 - a region far above the cut
+    bottom = lambda w, h: Crop((0, h - 8, w, h), (w, 8))  # noqa: E731
     for env in ("1", "0"):
         monkeypatch.setenv("IM2REC_NATIVE_JPEG", env)
         # Cut short: an error even where the region lies above the cut.
@@ -193,7 +194,7 @@ def _sof_patched(data: bytes, width: int, height: int) -> bytes:
 def test_an_oversized_header_is_refused_before_allocating() -> None:
     bomb = _sof_patched(KINDS["progressive"], 65000, 65000)
     with pytest.raises(ImageTooLargeError):
-        decode_region(bomb, 1, lambda w, h: ((0, 0, 8, 8), (8, 8)))
+        decode_region(bomb, 1, lambda w, h: Crop((0, 0, 8, 8), (8, 8)))
     with pytest.raises(ValueError, match="more pixels than the limit"):
         native.decode(bomb, 1, 0, 0, 8, 8, False, 1 << 24)
 
@@ -211,6 +212,29 @@ def test_mangled_jpegs_never_crash(data: st.DataObject) -> None:
         raw = raw[: data.draw(st.integers(4, len(raw)))] + b"\xff\xd9"
     size = (data.draw(st.integers(1, 64)), data.draw(st.integers(1, 64)))
     try:
-        decode_region(bytes(raw), 1, lambda w, h: ((0, 0, w, h), size))
+        decode_region(bytes(raw), 1, lambda w, h: Crop((0, 0, w, h), size))
     except (ImageCodecError, ImageTooLargeError):
         pass
+
+
+@pytest.mark.parametrize("native_jpeg", ["1", "0"])
+def test_a_crop_that_shows_nothing_decodes_nothing(
+    native_jpeg: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan whose crop shows none of the image (a detection sample that
+    is all padding) reads the header and decodes no pixel: damaged pixel
+    data is never reached, and the plan's crop comes back."""
+    from im2rec.imaging.regions import decode_planned
+
+    monkeypatch.setenv("IM2REC_NATIVE_JPEG", native_jpeg)
+    data = truncated(KINDS["baseline 4:2:0"], 0.6)
+    seen: list[tuple[int, int]] = []
+
+    def plan(w: int, h: int) -> Crop:
+        seen.append((w, h))
+        return Crop((0, 0, 0, 0), None, note="padding only")
+
+    image, crop = decode_planned(data, 1, plan)
+    assert image is None and crop.note == "padding only" and len(seen) == 1
+    with pytest.raises(ImageCodecError):  # (the same data, decoded, is damaged)
+        decode_region(data, 1, lambda w, h: Crop((0, 0, w, h), (w, h)))

@@ -172,7 +172,7 @@ def test_objects_view_is_what_the_ssd_example_reshapes() -> None:
 def _dataset(rec: Path, **options: object):  # type: ignore[no-untyped-def]
     from im2rec.training import RecordDataset
     from im2rec.training.augment.detection import DetAugmenter
-    from im2rec.training.detfill import DetTransform
+    from im2rec.training.detdraw import DetTransform
 
     aug = DetAugmenter((3, 24, 32), **options)  # type: ignore[arg-type]
     return RecordDataset(rec, output="bytes", labels="boxes", transforms=DetTransform(aug))

@@ -274,7 +274,7 @@ def test_bytes_with_a_v2_transform_is_refused_and_det_transform_flips(resized_re
     with pytest.raises(ConfigError, match="v2 cannot move undecoded bytes"):
         RecordDataset(resized_rec, output="bytes", transform=v2_flip())
     from im2rec.training import DetAugmenter
-    from im2rec.training.detfill import DetTransform
+    from im2rec.training.detdraw import DetTransform
 
     plain = RecordDataset(resized_rec, output="numpy", labels="boxes")
     aug = DetTransform(DetAugmenter((3, 40, 40), rand_mirror_prob=1.0, resize_mode="shrink"))

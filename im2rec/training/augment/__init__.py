@@ -20,7 +20,6 @@ decoder's (and MXNet's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from ...errors import ConfigError
-from ...imaging.codec import Plan, opencv_mode, pixel_limit, resize
+from ...imaging.codec import Crop, Plan, opencv_mode, pixel_limit, resize
 from ...imaging.columns import SCALARS
 from ...imaging.regions import decode_region
 from . import fused, geometry, options, reuse
@@ -225,8 +224,8 @@ class Augmenter:
         flip = self.mirror or (self.rand_mirror and rng.random() < 0.5)
         interp = geometry.pick_interp(self.inter_method, rng)
         if self._one_pass:
-            plan, chosen = self._plan(interp, rng)
-            if fused.write(payload, _COLOR[self.channels], plan, chosen, out, *self._coef, flip):
+            plan = self._plan(interp, rng)
+            if fused.write(payload, _COLOR[self.channels], plan, out, *self._coef, flip):
                 return
         if self.geometry_planned:
             im = self._planned(payload, interp, rng)
@@ -247,13 +246,13 @@ class Augmenter:
         size = (self._crop.out_w, self._crop.out_h)
         method = INTERPOLATION[self.inter_method]
 
-        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
-            return box, size
+        def plan(width: int, height: int) -> Crop:
+            return Crop(box, size, method)
 
         color = _COLOR[self.channels]
-        if not fused.write(payload, color, plan, lambda: method, out, *self._coef, flip):
+        if not fused.write(payload, color, plan, out, *self._coef, flip):
             # (not reached: fused.crop took this JPEG) the general path
-            self._emit(decode_region(payload, color, plan, method), out, flip, rng)
+            self._emit(decode_region(payload, color, plan), out, flip, rng)
 
     def _emit(self, im: Image.Image, out: np.ndarray, flip: bool, rng: np.random.Generator) -> None:
         """The decoded crop ``im`` to ``out``: colour changes, mirror, normalisation."""
@@ -274,48 +273,42 @@ class Augmenter:
     def _planned(
         self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator
     ) -> Image.Image:
-        return decode_region(payload, _COLOR[self.channels], *self._plan(interp, rng))
+        return decode_region(payload, _COLOR[self.channels], self._plan(interp, rng))
 
-    def _plan(
-        self, interp: geometry.Interp, rng: np.random.Generator
-    ) -> tuple[Plan, Callable[[], Image.Resampling]]:
-        """The crop planned from the image's size, and the resampling it
-        picked (once the plan has run)."""
-        chosen: list[Image.Resampling] = []
+    def _plan(self, interp: geometry.Interp, rng: np.random.Generator) -> Plan:
+        """The crop, and its resampling, planned from the image's size."""
         rule = self._crop
 
-        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+        def plan(width: int, height: int) -> Crop:
             out = (rule.out_w, rule.out_h)
             if rule.uses_area():  # the batch's rule, for one sample
                 draws = rng.random(geometry.RRC_DRAWS).tolist()
                 box, sides = geometry.planned_box(SCALARS, width, height, self.resize, rule, draws)
-                chosen.append(interp((int(sides[0]), int(sides[1])), out))
-                return (float(box[0]), float(box[1]), float(box[2]), float(box[3])), out
+                method = interp((int(sides[0]), int(sides[1])), out)
+                return Crop((float(box[0]), float(box[1]), float(box[2]), float(box[3])), out,
+                            method)  # fmt: skip
             vw, vh = geometry.resized(width, height, self.resize)
             box, size, cropped = geometry.final_crop(vw, vh, rule, rng, self._too_small)
             if not cropped:  # enlarged to `size` if needed, then the output window
-                chosen.append(interp((vw, vh), out))
+                method = interp((vw, vh), out)
                 x, y = geometry.centre_window(*size, rule, rng)
                 ex, ey = size[0] / vw, size[1] / vh
                 box = (x / ex, y / ey, (x + out[0]) / ex, (y + out[1]) / ey)
             else:
-                chosen.append(interp((round(box[2] - box[0]), round(box[3] - box[1])), out))
+                method = interp((round(box[2] - box[0]), round(box[3] - box[1])), out)
             sx, sy = vw / width, vh / height
-            return (box[0] / sx, box[1] / sy, box[2] / sx, box[3] / sy), out
+            return Crop((box[0] / sx, box[1] / sy, box[2] / sx, box[3] / sy), out, method)
 
-        return plan, lambda: chosen[0]
+        return plan
 
     def _warped(
         self, payload: bytes | memoryview, interp: geometry.Interp, rng: np.random.Generator
     ) -> Image.Image:
-        chosen: list[Image.Resampling] = []
-
-        def plan(width: int, height: int) -> tuple[geometry.Box, tuple[int, int]]:
+        def plan(width: int, height: int) -> Crop:
             size = geometry.resized(width, height, self.resize)
-            chosen.append(interp((width, height), size))
-            return (0, 0, width, height), size
+            return Crop((0, 0, width, height), size, interp((width, height), size))
 
-        im = decode_region(payload, _COLOR[self.channels], plan, lambda: chosen[0])
+        im = decode_region(payload, _COLOR[self.channels], plan)
         if self.channels == 4 and im.mode != "RGBA":
             im = opencv_mode(im, 1).convert("RGBA")
         f = self.fill_value

@@ -268,7 +268,6 @@ def write(
     payload: bytes | memoryview,
     color: int,
     plan: Plan,
-    resample: Callable[[], Image.Resampling],
     out: np.ndarray,
     k: list[float],
     mk: list[float],
@@ -280,9 +279,11 @@ def write(
     takes the general path)."""
     if payload[:3] != b"\xff\xd8\xff":
         return False
-    got = jpeg.window(payload, color, plan, resample, rgbx=True)
-    if got is None:
+    decided = jpeg.window(payload, color, plan, rgbx=True)
+    if decided is None:
         return False
+    got = decided[1]
+    assert got is not None  # (the Augmenter's crops always show the image)
     step = 1 if got.mode == "L" else 4
     width, height = got.size
     if got.cut is not None:  # the crop is cut from the decoder's rows as they are
