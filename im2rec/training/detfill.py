@@ -22,7 +22,7 @@ from ..recordio.detection import DetLabel, kept, read_label
 from .augment.detection import DetAugmenter, DetPlan
 from .detdraw import draw
 from .filling import BatchJob, BatchResult, unusable
-from .vocabulary import RaggedLabels
+from .listlabels import RaggedLabels
 
 __all__ = ["DetFill", "label_row"]
 

@@ -31,7 +31,8 @@ from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
 from .batching import SlotLayout
 from .detfill import DetFill
 from .epochs import EpochIterator, ReadOptions
-from .vocabulary import UnknownOptionWarning, ragged_lst_labels
+from .listlabels import ragged_lst_labels
+from .vocabulary import UnknownOptionWarning
 
 __all__ = ["ImageDetRecordIter", "label_widths", "objects_view"]
 

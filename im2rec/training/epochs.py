@@ -19,20 +19,10 @@ from ..errors import ConfigError, Im2RecError
 from ..storage.blockcache import BlockCache
 from .batching import BatchBuffers, BatchJob, Fill, Pending, SlotLayout, Workers
 from .blockorder import block_plan
+from .listlabels import ListLabels
+from .parts import chunk_starts, epoch_order, local_size, part, record_offsets, record_stops
 from .sampler_state import whole
-from .vocabulary import (
-    DataBatch,
-    DataDesc,
-    ListLabels,
-    MXArray,
-    chunk_starts,
-    epoch_order,
-    local_size,
-    part,
-    record_offsets,
-    record_stops,
-    skips_corrupt,
-)
+from .vocabulary import DataBatch, DataDesc, MXArray, skips_corrupt
 
 __all__ = ["EpochIterator", "ReadOptions"]
 

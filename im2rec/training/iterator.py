@@ -27,14 +27,8 @@ from .augment import Augmenter
 from .batching import SlotLayout
 from .epochs import EpochIterator, ReadOptions
 from .filling import ImageFill
-from .vocabulary import (
-    DataBatch,
-    DataDesc,
-    MXArray,
-    augmenter_options,
-    lst_labels,
-    mean_image,
-)
+from .listlabels import lst_labels
+from .vocabulary import DataBatch, DataDesc, MXArray, augmenter_options, mean_image
 
 __all__ = [
     "DataBatch",

@@ -24,7 +24,9 @@ from im2rec.errors import (
 from im2rec.recordio import IndexedRecordWriter, pack
 from im2rec.training import epochs as epochs_module
 from im2rec.training.iterator import ImageRecordIter
-from im2rec.training.vocabulary import UnknownOptionWarning, lst_labels, record_stops
+from im2rec.training.listlabels import lst_labels
+from im2rec.training.parts import record_stops
+from im2rec.training.vocabulary import UnknownOptionWarning
 
 from ..conftest import photo
 

@@ -15,7 +15,7 @@ from ...errors import ConfigError
 from .geometry import INTER_METHODS
 
 if TYPE_CHECKING:
-    from . import Augmenter
+    from .augmenter import Augmenter
 
 __all__ = ["DTYPES", "aspect_range", "check", "crop_size"]
 
