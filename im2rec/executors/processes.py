@@ -303,8 +303,8 @@ class Processes(WorkerPool):
             theirs.close()  # the workers hold it now: EOF or EPIPE once they are all gone
         self._sock = ours
         self._crashed = crashed
-        # registered once (multiprocessing.connection.wait builds a selector
-        # each call: a sixth of the training process's CPU time, profiled)
+        # registered once: multiprocessing.connection.wait builds a selector
+        # each call (docs/performance.md, "Why the code is as it is")
         self._poll = select.poll()
         for fd in (ours.fileno(), *(proc.sentinel for proc in self._procs)):
             self._poll.register(fd, select.POLLIN)

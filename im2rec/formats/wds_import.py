@@ -84,8 +84,7 @@ def import_webdataset(
     try:
         # One thread: the images go from shard to .rec in the kernel, so
         # what is left here is parsing, and a reading thread beside it only
-        # made the two wait for the GIL (a cold 500 MB import: 0.48-0.76 s
-        # in one thread, 0.79-1.24 s in two).
+        # makes the two wait for the GIL (docs/performance.md).
         for shard, sample_key, made in _records(shards, label_key):
             if isinstance(made, str):
                 result.skipped[made.split(":")[0]] += 1
@@ -216,9 +215,9 @@ _SHORT = 256  # (rec export's are under 150 bytes: a longer one takes the genera
 def _exported_fast(sample: Sample, number: int) -> tuple[Any, bytes, Data, bool] | str | None:
     """:func:`_record` of a sample as ``rec export`` writes one for a
     single-label record (its image, ``.cls`` and that ``.json``), without
-    parsing JSON or making a header object: three times faster, and the
-    same result (tested); None for anything else, which then takes the
-    general path (so a sample that path would refuse is refused there)."""
+    parsing JSON or making a header object, and the same result (tested);
+    None for anything else, which then takes the general path (so a sample
+    that path would refuse is refused there)."""
     fields = sample.fields
     raw = fields.get("json")
     if sample.skipped or type(raw) is not bytes or len(raw) > _SHORT:

@@ -154,8 +154,8 @@ def bad_padding(buf: Buffer, head: int, end: int) -> int | None:
     multiple of 4: other bytes there mean a damaged length word whose record
     still ends in the same place (the bytes it lost became padding). Reading
     the padding reads the block the next head is in: no extra read."""
-    # FileView.read itself: a slice goes through __getitem__ (a third of the
-    # time this check took, on a walk that costs a few us a record)
+    # FileView.read itself, not a slice, which goes through __getitem__
+    # (docs/performance.md, "Why the code is as it is")
     read = buf.read if isinstance(buf, FileView) else lambda at, n: bytes(buf[at : at + n])
     pos = head
     while pos + HEAD_SIZE <= end:

@@ -52,8 +52,7 @@ class Chunks:
         self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
         if hasattr(os, "posix_fadvise"):
             # doubles the kernel's read-ahead; asking for more explicitly
-            # (POSIX_FADV_WILLNEED, 32 MB ahead) made a cold read of a shard
-            # twice as slow
+            # (POSIX_FADV_WILLNEED) slows a cold read (docs/performance.md)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
     def get(self, start: int, n: int) -> memoryview:

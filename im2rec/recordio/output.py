@@ -30,7 +30,7 @@ def _sha256() -> HASH:
 
 
 def _hash_thread() -> ThreadPoolExecutor:
-    # concurrent.futures costs ~10 ms to import; only writers that hash need it.
+    # imported here: only writers that hash need concurrent.futures.
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(1, "im2rec-sha256")

@@ -56,8 +56,8 @@ class BatchResult:
 
 
 #: samples planned and rendered at once in a worker before check_stop()
-#: looks again (a 224-px batch of 64 is about 25 ms of one core; planning a
-#: run costs about 0.15 ms whatever its length)
+#: looks again: a stop waits for at most this many images, and planning a
+#: run costs the same whatever its length (docs/performance.md)
 NATIVE_RUN = 64
 
 
