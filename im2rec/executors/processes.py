@@ -304,7 +304,7 @@ class Processes(WorkerPool):
         self._sock = ours
         self._crashed = crashed
         # registered once: multiprocessing.connection.wait builds a selector
-        # each call (docs/performance.md, "Why the code is as it is")
+        # each call (docs/measured.md)
         self._poll = select.poll()
         for fd in (ours.fileno(), *(proc.sentinel for proc in self._procs)):
             self._poll.register(fd, select.POLLIN)

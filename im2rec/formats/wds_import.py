@@ -84,7 +84,7 @@ def import_webdataset(
     try:
         # One thread: the images go from shard to .rec in the kernel, so
         # what is left here is parsing, and a reading thread beside it only
-        # makes the two wait for the GIL (docs/performance.md).
+        # makes the two wait for the GIL (docs/measured.md).
         for shard, sample_key, made in _records(shards, label_key):
             if isinstance(made, str):
                 result.skipped[made.split(":")[0]] += 1

@@ -155,7 +155,7 @@ def bad_padding(buf: Buffer, head: int, end: int) -> int | None:
     still ends in the same place (the bytes it lost became padding). Reading
     the padding reads the block the next head is in: no extra read."""
     # FileView.read itself, not a slice, which goes through __getitem__
-    # (docs/performance.md, "Why the code is as it is")
+    # (docs/measured.md)
     read = buf.read if isinstance(buf, FileView) else lambda at, n: bytes(buf[at : at + n])
     pos = head
     while pos + HEAD_SIZE <= end:

@@ -52,7 +52,7 @@ class Chunks:
         self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
         if hasattr(os, "posix_fadvise"):
             # doubles the kernel's read-ahead; asking for more explicitly
-            # (POSIX_FADV_WILLNEED) slows a cold read (docs/performance.md)
+            # (POSIX_FADV_WILLNEED) slows a cold read (docs/measured.md)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
     def get(self, start: int, n: int) -> memoryview:

@@ -75,7 +75,7 @@ _unpack_head = HEAD.unpack_from
 unpack_head = _unpack_head
 # From this size a record is scanned for magic words with numpy (faster than
 # bytes.find, and worth numpy's import for image-sized records); the C scan,
-# when built, is faster than both and imports nothing (docs/performance.md).
+# when built, is faster than both and imports nothing (docs/measured.md).
 _VECTOR_SCAN = 1 << 16
 _has_word: Callable[[bytes | bytearray | memoryview, bytes], bool] | None
 _has_word = getattr(native.load("words"), "has_word", None)

@@ -57,7 +57,7 @@ class BatchResult:
 
 #: samples planned and rendered at once in a worker before check_stop()
 #: looks again: a stop waits for at most this many images, and planning a
-#: run costs the same whatever its length (docs/performance.md)
+#: run costs the same whatever its length (docs/measured.md)
 NATIVE_RUN = 64
 
 
