@@ -86,9 +86,15 @@ class LocalExecutor:
 
     def _get_processes(self) -> Processes | Pipes:
         if self._processes is None:
-            pool = Processes if processes.available() else Pipes
-            self._processes = pool(self.workers, call_job, context=self._process_context(),
-                                   crashed=WORKER_DIED)  # fmt: skip
+            context = self._process_context()
+            if processes.available():  # (one job more than workers on the socket: none idles)
+                self._processes = Processes(
+                    self.workers, call_job, context=context, crashed=WORKER_DIED,
+                    window=self.workers + 1,
+                )  # fmt: skip
+            else:
+                self._processes = Pipes(self.workers, call_job, context=context,
+                                        crashed=WORKER_DIED)  # fmt: skip
         return self._processes
 
     def start(self, *, io_bound: bool = False) -> None:

@@ -282,6 +282,7 @@ class Processes(WorkerPool):
         *,
         context: Any = None,
         crashed: str = CRASHED,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         ctx = context or multiprocessing.get_context("fork")
@@ -309,24 +310,47 @@ class Processes(WorkerPool):
         for fd in (ours.fileno(), *(proc.sentinel for proc in self._procs)):
             self._poll.register(fd, select.POLLIN)
         self._parts: dict[int, list[bytes]] = {}
+        # With a window, at most that many jobs are on the socket or in a
+        # worker's hands; the rest wait here, where they can be cancelled.
+        self._window = window
+        self._in_flight = 0
+        self._queued: dict[int, bytes] = {}
 
     def submit(self, job: Any) -> Ticket[Any]:
         self._key += 1
         key = self._key
         if not self._broken and not self._closed:
             data = pickle.dumps((key, job), pickle.HIGHEST_PROTOCOL)
-            if len(data) < JOB_BYTES:
-                self._send(_INLINE + data, None)
+            if self._window is not None and (self._queued or self._in_flight >= self._window):
+                self._queued[key] = data
             else:
-                fd = os.memfd_create("im2rec-job", os.MFD_CLOEXEC)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    self._send(_IN_FILE, fd)
-                finally:
-                    os.close(fd)  # (the message holds its own reference)
+                self._dispatch(data)
         return Ticket(self, key)
+
+    def cancel(self, key: int) -> bool:
+        """Take job ``key`` back if it still waits here (True); one on the
+        socket is any worker's, and cannot be."""
+        return self._queued.pop(key, None) is not None
+
+    def _hand_out(self) -> None:
+        """Send waiting jobs, oldest first, while the window has room."""
+        while self._queued and not self._broken and self._in_flight < (self._window or 0):
+            key = next(iter(self._queued))
+            self._dispatch(self._queued.pop(key))
+
+    def _dispatch(self, data: bytes) -> None:
+        self._in_flight += 1
+        if len(data) < JOB_BYTES:
+            self._send(_INLINE + data, None)
+            return
+        fd = os.memfd_create("im2rec-job", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            self._send(_IN_FILE, fd)
+        finally:
+            os.close(fd)  # (the message holds its own reference)
 
     def _send(self, message: bytes, fd: int | None) -> None:
         """Send a job without ever blocking on it: with many jobs in flight
@@ -359,6 +383,7 @@ class Processes(WorkerPool):
             raise Im2RecError("the worker processes are closed; start them again")
         if self._broken:
             raise WorkerCrashed(self._crashed)
+        self._hand_out()
         wait = None if deadline is None else max(0, round(1000 * (deadline - time.monotonic())))
         ready = {fd for fd, _ in self._poll.poll(wait)}
         if not ready:
@@ -383,6 +408,7 @@ class Processes(WorkerPool):
         got.append(message[_HEAD.size :])
         if part + 1 == parts:  # one worker sends a result's parts in order
             del self._parts[key]
+            self._in_flight -= 1
             self._settle(key, _unpickled(b"".join(got), key))
         return True
 
@@ -391,6 +417,7 @@ class Processes(WorkerPool):
         most ``_STOP_WAIT`` seconds; then they are killed)."""
         if self._closed:
             return
+        self._queued.clear()
         self._ask_to_stop()
         # workers waiting for a job see EOF (shutdown: even where a process
         # forked later, a DataLoader worker, holds a copy of this end)

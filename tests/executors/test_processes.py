@@ -301,22 +301,27 @@ def test_a_job_no_worker_has_yet_is_cancelled(
     Pool: type[Processes | Pipes], tmp_path: Path
 ) -> None:
     """Cancel takes back a job still waiting in the parent (the pipe pool
-    hands a job only to an idle worker); one a worker has is not cancelled,
-    and its result still arrives, as for a future."""
+    hands a job only to an idle worker; the socket pool, given a window,
+    keeps that many on the socket); one a worker has is not cancelled, and
+    its result still arrives, as for a future."""
     from concurrent.futures import CancelledError
 
-    pool = Pool(1, _echo)
+    pool = Pool(1, _echo) if Pool is Pipes else Pool(1, _echo, window=1)
     try:
         running = pool.submit(("sleep", 0.3, str(tmp_path)))
         waiting = pool.submit(7)
         _started(tmp_path, 1)
         assert running.cancel() is False
-        if Pool is Pipes:
-            assert waiting.cancel() is True and waiting.cancel() is True
-            with pytest.raises(CancelledError):
-                waiting.result()
-        else:  # (on the socket, a job is any worker's: it cannot be taken back)
-            assert waiting.cancel() is False and waiting.result(timeout=30) == 7
+        assert waiting.cancel() is True and waiting.cancel() is True
+        with pytest.raises(CancelledError):
+            waiting.result()
+        if Pool is Processes:  # (without a window, a job is any worker's once sent)
+            unbounded = Processes(1, _echo)
+            try:
+                sent = unbounded.submit(3)
+                assert sent.cancel() is False and sent.result(timeout=30) == 3
+            finally:
+                unbounded.close()
         assert running.result(timeout=30) == pool.pids[0]
         assert pool.submit(8).result(timeout=30) == 8
     finally:
