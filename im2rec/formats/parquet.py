@@ -375,8 +375,8 @@ def _sink(pa: Any, fd: int) -> Any:
     """A file for the Parquet writer over ``fd``, which it takes: pyarrow's
     own, opened again through ``/proc/self/fd`` (that very file, whatever
     its name is now), so the writer thread writes without the GIL and does
-    not wait for the main thread (a Python file costs 10 % of the export);
-    a Python file where there is no ``/proc``."""
+    not wait for the main thread (docs/measured.md); a Python file where
+    there is no ``/proc``."""
     proc = f"/proc/self/fd/{fd}"
     if not os.path.exists(proc):
         return os.fdopen(fd, "wb")

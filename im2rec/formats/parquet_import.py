@@ -52,8 +52,8 @@ BATCH_BYTES = 64 << 20
 #: batches a row group's reader may hold ready
 _READY = 2
 #: row groups of at most this many bytes (as stored) are read whole, in a
-#: few requests (pyarrow's pre-buffering: 7 % faster on the Hub's 100-row
-#: groups); a file with larger ones is read through a 1 MiB buffer
+#: few requests (pyarrow's pre-buffering; docs/measured.md); a file with
+#: larger ones is read through a 1 MiB buffer
 PREBUFFER_BYTES = 32 << 20
 
 
