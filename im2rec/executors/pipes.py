@@ -130,7 +130,9 @@ class Pipes(WorkerPool):
         """Give queued jobs to idle workers, oldest first."""
         while self._idle and self._queued:
             key = next(iter(self._queued))
-            data = self._queued.pop(key)
+            data = self._queued.pop(key, None)  # (a ticket dropped meanwhile took it back)
+            if data is None:
+                continue
             worker = self._idle.popleft()
             self._busy[worker] = key
             try:

@@ -336,7 +336,9 @@ class Processes(WorkerPool):
         """Send waiting jobs, oldest first, while the window has room."""
         while self._queued and not self._broken and self._in_flight < (self._window or 0):
             key = next(iter(self._queued))
-            self._dispatch(self._queued.pop(key))
+            data = self._queued.pop(key, None)  # (a ticket dropped meanwhile took it back)
+            if data is not None:
+                self._dispatch(data)
 
     def _dispatch(self, data: bytes) -> None:
         self._in_flight += 1
