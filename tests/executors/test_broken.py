@@ -43,47 +43,30 @@ if __name__ == "__main__":
 """
 
 
-# A worker that dies as the OOM killer can catch one: part of a result sent
-# (the first of five parts), then SIGKILL. Its own interpreter again.
+# A worker that dies as the OOM killer can catch one: part of a result sent,
+# then SIGKILL; on the socket pool the first of five parts, on the pipe pool
+# a length word and 100 bytes of 1 MiB on the worker's own pipe. Its own
+# interpreter again; argv[1] names the pool.
 _KILLED_WHILE_SENDING = """
 import gc, os, signal, socket, struct, sys, time
-from im2rec.executors import LocalExecutor, WorkerCrashed
-
-def dies_sending(i):
-    if i != 0:
-        time.sleep(0.5)
-        return i
-    sock = next(o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0)
-    sock.send(struct.pack("<qII", 1, 0, 5) + bytes(100))  # part 1 of 5 of job 1's result
-    os.kill(os.getpid(), signal.SIGKILL)
-
-if __name__ == "__main__":
-    ex = LocalExecutor(2, chunk=1)
-    started = time.monotonic()
-    try:
-        list(ex.map_ordered(dies_sending, range(8)))
-    except WorkerCrashed:
-        ex.close()
-        print("ok", round(time.monotonic() - started))
-    else:
-        print("no error")
-"""
-
-
-# The same death on the pipe pool: a length word and part of the message
-# written to the worker's own pipe, then SIGKILL.
-_PIPE_KILLED_WHILE_SENDING = """
-import gc, os, signal, struct, sys, time
 from multiprocessing.connection import Connection
 from im2rec.executors import LocalExecutor, WorkerCrashed, processes
-processes.available = lambda: False
+if sys.argv[1] == "pipes":
+    processes.available = lambda: False
+
+def send_part():
+    if sys.argv[1] == "pipes":
+        conn = next(o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed)
+        os.write(conn.fileno(), struct.pack("!i", 1 << 20) + bytes(100))
+    else:
+        sock = next(o for o in gc.get_objects() if isinstance(o, socket.socket) and o.fileno() >= 0)
+        sock.send(struct.pack("<qII", 1, 0, 5) + bytes(100))  # part 1 of 5 of job 1's result
 
 def dies_sending(i):
     if i != 0:
         time.sleep(0.5)
         return i
-    conn = next(o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed)
-    os.write(conn.fileno(), struct.pack("!i", 1 << 20) + bytes(100))  # 100 of 1 MiB
+    send_part()
     os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == "__main__":
@@ -205,10 +188,9 @@ def test_a_worker_killed_while_sending_a_result_ends_the_pool(pool: str) -> None
     result never comes, and the death is WorkerCrashed at once (on the pipe
     pool too, which LocalExecutor runs on where there are no sockets)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    script = _KILLED_WHILE_SENDING if pool == "sockets" else _PIPE_KILLED_WHILE_SENDING
     try:
         run = subprocess.run(
-            [sys.executable, "-c", script],
+            [sys.executable, "-c", _KILLED_WHILE_SENDING, pool],
             capture_output=True, text=True, timeout=60, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
