@@ -58,6 +58,11 @@ $(VENV)/.dali: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet 'nvidia-dali-cuda120==2.4.0'
 	@touch $@
 
+# bench_annotations.py's reference: pycocotools' COCO() load of the same file.
+$(VENV)/.pycocotools: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet 'pycocotools==2.0.11'
+	@touch $@
+
 # The loader benchmark's other CPU reference: FFCV 1.0.2, in its own venv (it
 # wants numba and builds from source against OpenCV's and libjpeg-turbo's
 # headers, found with `pkg-config opencv4 libturbojpeg`: Debian's packages,
@@ -184,11 +189,11 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py bench_detection.py bench_scale.py
-OWN_BENCHES := bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_mixture.py bench_stream.py bench_native.py
+OWN_BENCHES := bench_annotations.py bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_mixture.py bench_stream.py bench_native.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.
-bench: $(VENV)/.native $(VENV)/.dali $(MX_VENV)/.installed ## Benchmarks beside their references: ratios printed, saved as JSON, drawn; fails on a miss
+bench: $(VENV)/.native $(VENV)/.dali $(VENV)/.pycocotools $(MX_VENV)/.installed ## Benchmarks beside their references: ratios printed, saved as JSON, drawn; fails on a miss
 	@$(MAKE) --no-print-directory ffcv || echo "FFCV could not be built here: bench_loader.py runs without it"
 	@$(MAKE) --no-print-directory stream-peers || echo "no litdata/MosaicML here: bench_stream.py runs without them"
 	@$(BIN)/python -m compileall -q im2rec  # bytecode, as an installed wheel has (see benchutil)

@@ -2,7 +2,9 @@
 libjpeg-turbo (im2rec/imaging/_jpeg.c, training crops rendered as planned
 in _crop.h), pixels to normalised tensors (im2rec/imaging/_tensor.c,
 resampling in _resample.h, vector kernels in imaging/simd/) and the
-magic-word scan (im2rec/recordio/_words.c). Each is kept for a gain on a
+magic-word scan (im2rec/recordio/_words.c), and the listing's text
+(im2rec/listing/_text.c: large JSON annotation files into columns,
+float32 labels into .lst text). Each is kept for a gain on a
 whole job (bench/bench_native.py, docs/performance.md).
 Without a C compiler or the libjpeg headers the build goes on without them
 and im2rec decodes with Pillow and normalises and scans with numpy
@@ -41,6 +43,14 @@ setup(
             ["im2rec/imaging/_tensor.c"],
             extra_compile_args=[*FLAGS, "-O3"],
             depends=[*DEPENDS, *(f"im2rec/imaging/{h}" for h in HEADERS)],
+            optional=True,
+        ),
+        Extension(
+            "im2rec.listing._text",
+            ["im2rec/listing/_text.c"],
+            extra_compile_args=[*FLAGS, "-O3", "-pthread"],
+            extra_link_args=["-pthread"],
+            depends=[*DEPENDS, "im2rec/listing/_json.h", "im2rec/listing/_floats.h"],
             optional=True,
         ),
         Extension(

@@ -19,14 +19,15 @@ from typing import Any
 
 HERE = Path(__file__).parent
 #: the order benchmarks appear in, top to bottom
-ORDER = ["recordio", "list", "pack", "inspect", "loader", "mixture", "detection", "scale",
-         "distributed", "imagenet", "remote", "stream", "convert", "parquet"]  # fmt: skip
+ORDER = ["recordio", "list", "annotations", "pack", "inspect", "loader", "mixture", "detection",
+         "scale", "distributed", "imagenet", "remote", "stream", "convert", "parquet"]  # fmt: skip
 #: benchmarks of im2rec against itself (an older commit, itself without a C
 #: extension): in docs/performance.md's tables, not in the chart of what
 #: im2rec does against the tools people compare it with
 OWN = {"before_after", "native"}
 TITLES = {
     "recordio": "RecordIO core", "list": "rec list", "pack": "rec pack",
+    "annotations": "Detection annotations",
     "inspect": "rec verify / rec index", "loader": "Reading for training",
     "detection": "Detection training input", "mixture": "Mixtures",
     "scale": "At scale", "distributed": "Sharded packing on Dask",

@@ -32,6 +32,7 @@ BLOCK = re.compile(r"(<!-- results: ([\w*-]+) -->\n)(.*?)(<!-- /results -->)", r
 NAMES = {
     "recordio": "RecordIO core",
     "list": "rec list",
+    "annotations": "Detection annotations at scale",
     "pack": "rec pack",
     "inspect": "rec verify, rec index",
     "loader": "Reading for training",

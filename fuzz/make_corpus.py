@@ -97,6 +97,12 @@ def main() -> None:
                  "labels": b'\x01{"label": [1, 2.5], "flag": 2}'},
         "ndarray": {"mean": ndarray()},
         "records": {"three": records()},
+        # (one byte of piece size and none of floats, then the file)
+        "jsoncols": {"coco": b"\x07\x00" + b'{"images": [{"id": 1, "file_name": "a.jpg", '
+                     b'"width": 64}], "annotations": [{"image_id": 1, "bbox": [1, 2.5, 3e1, 4], '
+                     b'"iscrowd": 0, "area": 1.5}], "categories": [{"id": 1, "name": "cat"}]}',
+                     "odd": b"\x03\x01\x00\x00\x80\x3f" + b'{"annotations": [{"bbox": [NaN, '
+                     b'-Infinity, 1e400, 1], "iscrowd": true}], "info": [[[]]], "images": 0}'},
     }  # fmt: skip
     for harness, files in seeds.items():
         folder = HERE / harness

@@ -9,7 +9,10 @@ libjpeg headers were found), and the whole test suite runs both ways.
 * ``jpeg`` (``im2rec.imaging._jpeg``, libjpeg-turbo) decodes only the JPEG
   region a crop keeps; without it, Pillow decodes the whole image;
 * ``tensor`` (``im2rec.imaging._tensor``) crops, mirrors and normalises
-  into the batch in one pass; without it, numpy.
+  into the batch in one pass; without it, numpy;
+* ``text`` (``im2rec.listing._text``) reads large JSON annotation files
+  into columns and writes float32 labels as ``.lst`` text; without it,
+  Python's ``json`` an item at a time and numpy's ``str``.
 
 ``IM2REC_SIMD=portable|avx2|avx512`` caps the vector kernels ``tensor``
 may run (im2rec/imaging/simd/README.md; the default, avx512, is no cap),
@@ -48,6 +51,7 @@ MODULES = {
     "words": "im2rec.recordio._words",
     "jpeg": "im2rec.imaging._jpeg",
     "tensor": "im2rec.imaging._tensor",
+    "text": "im2rec.listing._text",
 }
 
 _loaded: dict[str, ModuleType | None] = {}

@@ -45,7 +45,7 @@ def main() -> None:
         fail(f"im2rec was imported from the checkout ({im2rec.__file__}), not the wheel")
     version = subprocess.run([rec, "--version"], capture_output=True, text=True, check=True).stdout
     print(version, end="")
-    for name in ("words on", "jpeg on (libjpeg-turbo", "tensor on"):
+    for name in ("words on", "jpeg on (libjpeg-turbo", "tensor on", "text on"):
         if name not in version:
             fail(f"`rec --version` does not say {name!r}: not every extension is on")
     libraries = linked_libraries(str(jpeg.__file__))

@@ -34,7 +34,7 @@ tests=(tests/imaging/test_native_safety.py tests/imaging/test_regions.py tests/i
 	tests/imaging/test_resample.py tests/recordio/test_framing.py tests/recordio/test_chunks.py
 	tests/formats/test_wds_import.py tests/formats/test_webdataset.py tests/formats/test_tars.py
 	tests/recordio/test_writer.py tests/recordio/test_output.py tests/storage/test_copying.py
-	tests/imaging/test_headers.py)
+	tests/imaging/test_headers.py tests/listing/test_jsoncolumns.py)
 
 # build OUT CC FLAGS: a copy of the package in OUT with its extensions built
 # by CC with FLAGS, every one of them (each is optional in a normal install)
@@ -46,7 +46,7 @@ build() {
 	find "$out/im2rec" \( -name '*.so' -o -name '*.pyc' \) -delete
 	(cd "$out" && CC="$cc" LDSHARED="$cc -shared" CFLAGS="$flags" LDFLAGS="$flags" \
 		"$python" setup.py -q build_ext --inplace > build.log 2>&1) || { tail -30 "$out/build.log"; exit 1; }
-	for ext in imaging/_jpeg imaging/_tensor recordio/_words; do
+	for ext in imaging/_jpeg imaging/_tensor recordio/_words listing/_text; do
 		ls "$out"/im2rec/$ext.*.so > /dev/null || { echo "$ext was not built by $cc; see $out/build.log"; exit 1; }
 	done
 }

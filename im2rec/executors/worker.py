@@ -20,6 +20,7 @@ __all__ = [
     "WORKER_DIED",
     "Stopped",
     "WorkerCrashed",
+    "give_back_memory",
     "ask_to_stop",
     "check_stop",
     "check_workers",
@@ -147,6 +148,21 @@ def tune_malloc() -> None:
     m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's <malloc.h>
     mallopt(m_mmap_threshold, 32 << 20)
     mallopt(m_trim_threshold, 64 << 20)
+
+
+def give_back_memory() -> None:
+    """The heap freed so far given back to the kernel now (glibc's
+    ``malloc_trim``; elsewhere nothing): for long jobs that free many
+    heap-sized pieces while they build large arrays, whose freed pieces
+    would otherwise stay in the process's memory. A few ms."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        return
 
 
 def init_worker(parent: int) -> None:

@@ -78,6 +78,14 @@ class Entries(_Made):
         start = self._ends[i - 1] if i else 0
         return self._blob[start : self._ends[i]].decode("utf-8", "surrogateescape")
 
+    def paths_at(self, indices: Sequence[int]) -> list[str]:
+        """The paths of the entries ``indices``."""
+        blob, ends = self._blob, self._ends
+        return [
+            blob[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogateescape")
+            for i in indices
+        ]
+
     def __len__(self) -> int:
         return len(self._ends)
 
@@ -105,20 +113,101 @@ class BoxEntries(Entries):
         self._values.extend(values)
         self._value_ends.append(len(self._values))
 
+    def add_images(self, paths: Sequence[str], values: Any, ends: Any) -> None:
+        """Images and their labels at once: ``values`` (float32) holds the
+        labels one after another, ``ends`` (int64) where each ends in it."""
+        import numpy as np  # (only for annotation sets)
+
+        ends = np.asarray(ends, np.int64)
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        first = np.zeros(len(ends), np.int32)
+        has = ends - starts > BOX_HEADER
+        first[has] = values[starts[has] + BOX_HEADER].astype(np.int32)
+        blob = [path.encode("utf-8", "surrogateescape") for path in paths]
+        base = len(self._blob)
+        self._blob += b"".join(blob)
+        lengths = np.fromiter(map(len, blob), np.int64, len(blob))
+        self._ends.frombytes((base + np.cumsum(lengths)).tobytes())
+        self._labels.frombytes(first.tobytes())
+        offset = len(self._values)
+        self._values.frombytes(np.ascontiguousarray(values, np.float32).data.cast("B"))
+        self._value_ends.frombytes((offset + ends).data.cast("B"))
+
     def values(self, i: int) -> array[float]:
         """Entry ``i``'s label vector (float32)."""
         start = self._value_ends[i - 1] if i else 0
         return self._values[start : self._value_ends[i]]
 
-    def counts(self) -> tuple[Counter[int], Counter[int]]:
-        """(images holding each class, objects of each class)."""
+    def spans(self, indices: Sequence[int]) -> tuple[Any, Any, Any]:
+        """All the label values (float32), and where the labels of the
+        entries ``indices`` start and end in them."""
+        import numpy as np
+
+        values = (
+            np.frombuffer(self._values, np.float32) if self._values else np.zeros(0, np.float32)
+        )
+        ends_all = (
+            np.frombuffer(self._value_ends, np.int64) if self._value_ends else np.zeros(0, int)
+        )
+        at = np.asarray(indices, np.int64)
+        ends = ends_all[at]
+        starts = np.where(at > 0, ends_all[np.maximum(at - 1, 0)], 0)
+        return values, starts, ends
+
+    def subset(self, indices: Sequence[int]) -> BoxEntries:
+        """The entries ``indices``, in that order, as entries of their own."""
+        import numpy as np
+
+        values, starts, ends = self.spans(indices)
+        lengths = ends - starts
+        rank = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out = BoxEntries()
+        out.add_images(self.paths_at(indices), values[np.repeat(starts, lengths) + rank],
+                       np.cumsum(lengths))  # fmt: skip
+        return out
+
+    def renumber(self, labels: Sequence[int]) -> None:
+        """Every object's class ``c`` becomes ``labels[c]`` (in place)."""
+        import numpy as np
+
+        if not len(self):
+            return
+        table = np.asarray(labels, np.float32)
+        values, starts, ends = self.spans(range(len(self)))
+        objects_each = (ends - starts - BOX_HEADER) // BOX_OBJECT
+        firsts = np.cumsum(objects_each) - objects_each
+        rank = np.arange(int(objects_each.sum())) - np.repeat(firsts, objects_each)
+        at = np.repeat(starts, objects_each) + BOX_HEADER + BOX_OBJECT * rank
+        values[at] = table[values[at].astype(np.int64)]
+        first = np.frombuffer(self._labels, np.int32)
+        has = objects_each > 0
+        first[has] = values[starts[has] + BOX_HEADER].astype(np.int32)
+
+    def counts(self, boxes: int = 1 << 20) -> tuple[Counter[int], Counter[int]]:
+        """(images holding each class, objects of each class), about
+        ``boxes`` boxes at a time."""
+        import numpy as np
+
         images: Counter[int] = Counter()
         objects: Counter[int] = Counter()
-        for i in range(len(self)):
-            classes = [int(c) for c in self.values(i)[BOX_HEADER::BOX_OBJECT]]
-            objects.update(classes)
-            images.update(set(classes))
-        return images, objects
+        n, lo = len(self), 0
+        ends_all = np.frombuffer(self._value_ends, np.int64) if n else np.zeros(0, np.int64)
+        while lo < n:
+            hi = max(lo + 1, int(np.searchsorted(ends_all, ends_all[lo] + BOX_OBJECT * boxes)))
+            hi = min(hi, n)
+            values, starts, ends = self.spans(range(lo, hi))
+            each = (ends - starts - BOX_HEADER) // BOX_OBJECT
+            image = np.repeat(np.arange(hi - lo), each)
+            rank = np.arange(len(image)) - np.repeat(np.cumsum(each) - each, each)
+            classes = values[np.repeat(starts, each) + BOX_HEADER + BOX_OBJECT * rank]
+            classes = classes.astype(np.int64)
+            objects.update(dict(enumerate(np.bincount(classes).tolist())))
+            width = int(classes.max(initial=0)) + 1
+            pairs = np.sort(image * width + classes)  # (nearly sorted: image by image)
+            first = np.concatenate([[True], pairs[1:] != pairs[:-1]])
+            images.update(dict(enumerate(np.bincount(pairs[first] % width).tolist())))
+            lo = hi
+        return +images, +objects
 
 
 class EntryView(_Made, ListLike[Entry]):
@@ -131,6 +220,16 @@ class EntryView(_Made, ListLike[Entry]):
     def __init__(self, entries: Sequence[Entry], positions: Sequence[int]):
         self._entries = entries
         self._positions = positions
+
+    @property
+    def positions(self) -> Sequence[int]:
+        """Where this view's entries are in the sequence it views."""
+        return self._positions
+
+    @property
+    def viewed(self) -> Sequence[Entry]:
+        """The sequence viewed."""
+        return self._entries
 
     def __len__(self) -> int:
         return len(self._positions)

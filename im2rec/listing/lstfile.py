@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError, Im2RecError, MissingFileError
+from ..native import load
 from ..recordio.header import stored_label
 from ..storage.files import open_regular, split_lines
 
@@ -29,6 +30,7 @@ __all__ = [
     "iter_lst",
     "bad_chars",
     "cannot_carry",
+    "float_texts",
     "format_lst_line",
     "item_line",
     "lst_pieces",
@@ -281,20 +283,44 @@ def lst_pieces(
 
 
 def box_lst_pieces(
-    entries: Iterable[tuple[int, int, str]], values: Callable[[int], Any], lines: int = 1 << 13
+    indices: Sequence[int],
+    paths: Callable[[Sequence[int]], list[str]],
+    spans: Callable[[Sequence[int]], tuple[Any, Any, Any]],
+    lines: int = 1 << 13,
 ) -> Iterator[str]:
-    """Detection ``.lst`` text, ``lines`` lines a piece: ``index``, the
-    entry's label vector ``values(index)`` (each float32 as its shortest
-    text, which reads back to the same float32), then the path."""
-    import numpy as np  # (str of a float32: its shortest text)
+    """Detection ``.lst`` text of the entries ``indices``, ``lines`` lines a
+    piece: the index, the entry's label vector (:func:`float_texts`), then
+    its path; ``paths(indices)`` gives the paths, ``spans(indices)`` the
+    float32 values and where each label starts and ends in them."""
+    for start in range(0, len(indices), lines):
+        piece = indices[start : start + lines]
+        rows = zip(piece, float_texts(*spans(piece)), paths(piece), strict=True)
+        yield "".join([f"{i}\t{text}\t{path}\n" for i, text, path in rows])
 
-    source = iter(entries)
-    while piece := list(itertools.islice(source, lines)):
-        rows = []
-        for i, _, path in piece:
-            labels = "\t".join(map(str, np.asarray(values(i), np.float32)))
-            rows.append(f"{i}\t{labels}\t{path}\n")
-        yield "".join(rows)
+
+#: the magnitude from which numpy's str() writes a float32 in scientific
+#: notation (numpy 2: 1e6; numpy 1: 1e16), read off the numpy in use
+_POSITIONAL_BELOW: float | None = None
+
+
+def float_texts(values: Any, starts: Any, ends: Any) -> list[str]:
+    """Each run ``values[starts[k]:ends[k]]`` (float32) as ``.lst`` label
+    text: each value as numpy's ``str`` writes it (its shortest text, which
+    reads back to the same float32), TAB-separated. The C extension writes
+    the very same text (``im2rec.listing._text``, tested against numpy)."""
+    import numpy as np
+
+    global _POSITIONAL_BELOW
+    if _POSITIONAL_BELOW is None:
+        _POSITIONAL_BELOW = 1e6 if str(np.float32(1e6)) == "1e+06" else 1e16
+    native = load("text")
+    values = np.ascontiguousarray(values, np.float32)
+    starts = np.ascontiguousarray(starts, np.int64)
+    ends = np.ascontiguousarray(ends, np.int64)
+    if native is not None:
+        return list(native.floats_text(values, starts, ends, _POSITIONAL_BELOW))
+    pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+    return ["\t".join(map(str, values[s:e])) for s, e in pairs]
 
 
 def printable(path: str) -> str:

@@ -222,8 +222,9 @@ def make_lists(
     found = scan.entries
 
     def pieces(entries: Sequence[Entry]) -> Iterator[str]:
-        if isinstance(found, BoxEntries):
-            return box_lst_pieces(entries, found.values)
+        if isinstance(found, BoxEntries):  # (a view of them: keys are positions)
+            assert isinstance(entries, EntryView) and entries.viewed is found
+            return box_lst_pieces(entries.positions, found.paths_at, found.spans)
         return lst_pieces(entries, label_texts)
 
     planned = plan_lists(scan.entries, options) if not parts else _split_lists(scan, parts, options)

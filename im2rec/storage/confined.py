@@ -14,6 +14,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+import string
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -21,7 +23,7 @@ from ..errors import DatasetError, OutputError
 from .atomic import create_output
 from .copying import write_all
 
-__all__ = ["ConfinedWriter", "plain_path", "relative_name", "shown"]
+__all__ = ["ConfinedWriter", "all_plain", "is_plain", "plain_path", "relative_name", "shown"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -33,6 +35,10 @@ _MAX_PART = 255  # NAME_MAX: the longest file or folder name
 #: ASCII, no empty, "." or ".." part, no "/" at either end (what nearly
 #: every name is)
 _PLAIN = re.compile(r"[A-Za-z0-9_+=@,-](?:[A-Za-z0-9_+=@,.-]|/(?![./]|$))*")
+#: the characters of such names, dropped (str.translate) to see what else is there
+_PLAIN_CHARS = str.maketrans(
+    dict.fromkeys(map(ord, string.ascii_letters + string.digits + "_+=@,.-/"))
+)
 
 
 def _parts(name: str) -> list[str]:
@@ -44,11 +50,31 @@ def _absolute(name: str) -> bool:
     return name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":" and name[0].isalpha())
 
 
+def is_plain(name: str) -> bool:
+    """Whether ``name`` needs no checking at all: a relative path of
+    printable ASCII parts, none empty, ``.`` or ``..`` (what nearly every
+    name is); :func:`relative_name` gives it back as it is."""
+    return len(name) <= _MAX_PART and _PLAIN.fullmatch(name) is not None
+
+
+def all_plain(names: Sequence[str]) -> bool:
+    """Whether every one of ``names`` :func:`is_plain` (one pass of the
+    pattern over them all)."""
+    if not names or max(map(len, names)) > _MAX_PART:
+        return not names
+    text = "\n" + "\n".join(names) + "\n"  # (each name between newlines: _PLAIN's rules)
+    return (
+        text.count("\n") == len(names) + 1
+        and not text.translate(_PLAIN_CHARS).strip("\n")
+        and not any(bad in text for bad in ("\n\n", "\n.", "\n/", "//", "/.", "/\n"))
+    )
+
+
 def plain_path(name: str) -> bool:
     """Whether ``name`` is a relative path of plain parts: not absolute, no
     empty, ``.`` or ``..`` part (the strict form, for names that must be
     exactly what they say: object keys, archive members)."""
-    if len(name) <= _MAX_PART and _PLAIN.fullmatch(name):
+    if is_plain(name):
         return True
     return not _absolute(name) and not any(p in ("", ".", "..") for p in _parts(name))
 
@@ -69,7 +95,7 @@ def relative_name(name: str, where: str) -> str:
             "inside the output folder (fix the file, or remove the entry)"
         )
 
-    if len(name) <= _MAX_PART and _PLAIN.fullmatch(name):
+    if is_plain(name):
         return name
     if len(name) > _MAX_NAME:
         raise refuse("is longer than a path can be")

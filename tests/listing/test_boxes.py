@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -477,3 +478,119 @@ def test_a_mistyped_image_set_names_the_ones_there(tmp_path: Path) -> None:
     root = voc_set(tmp_path / "voc", sets={"train": ["a"], "val": ["b"], "cat_train": ["a"]})
     code, out = run("list", str(root), "--boxes", "voc", "--image-set", "trian")
     assert code == 1 and "no image set 'trian'; the sets there: train, val" in out, out
+
+
+# --- at the size of real sets ------------------------------------------------------------
+
+
+def test_coco_sections_come_in_any_order(tmp_path: Path) -> None:
+    """Objects365 and LVIS write their sections in other orders than COCO:
+    each order lists the same."""
+    root = coco_set(tmp_path / "coco")
+    data = json.loads((root / "instances.json").read_text())
+    got = []
+    for order in (("images", "annotations", "categories"), ("categories", "annotations", "images"),
+                  ("annotations", "images", "categories")):  # fmt: skip
+        (root / "instances.json").write_text(json.dumps({key: data[key] for key in order}))
+        code, out = run("list", str(root / "images"), "--boxes", "coco", "--annotations",
+                        str(root / "instances.json"), "-o", str(tmp_path / "o"), "-q")  # fmt: skip
+        assert code == 0, out
+        got.append((tmp_path / "o.lst").read_bytes())
+    assert got[0] == got[1] == got[2]
+
+
+def _coco_file(path: Path, images: int, boxes: int) -> None:
+    rng = np.random.default_rng(0)
+    owner = rng.integers(0, images, boxes)
+    parts = ['{"images": [', ", ".join(
+        f'{{"id": {k}, "file_name": "{k}.jpg", "width": 640, "height": 480, '
+        f'"coco_url": "http://x/{k}.jpg"}}' for k in range(images)), '], "annotations": [',
+        ", ".join(f'{{"id": {n}, "image_id": {k}, "category_id": {n % 3 + 1}, "iscrowd": 0, '
+                  f'"area": 100.5, "bbox": [{n % 600}.25, 10.5, 30.75, 40]}}'
+                  for n, k in enumerate(owner.tolist())),
+        '], "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": 3, "name": "c"}]}']  # fmt: skip
+    path.write_text("".join(parts))
+
+
+def _listing_peak(root: Path, prefix: Path, boxes: Any) -> int:
+    """The most Python memory (tracemalloc) listing ``root`` took."""
+    import tracemalloc
+
+    from im2rec.listing.making import ListOptions, make_lists
+
+    tracemalloc.start()
+    try:
+        make_lists(root, prefix, ListOptions(), boxes=boxes)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_coco_listing_memory_is_its_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python objects a box (json.loads of the whole file) took ~700 bytes a
+    box; the columns take ~50, and the rest is the list being written: what
+    three times the boxes adds is under 250 bytes a box."""
+    from im2rec.listing.boxes import BoxOptions, jsoncolumns
+
+    monkeypatch.setattr(jsoncolumns, "PIECE", 1 << 18)  # (both files are many pieces)
+    images = tmp_path / "images"
+    images.mkdir()
+    for k in range(2_000):
+        (images / f"{k}.jpg").touch()
+    peaks = []
+    for boxes in (20_000, 60_000):
+        _coco_file(tmp_path / "i.json", 2_000, boxes)
+        coco = BoxOptions("coco", annotations=str(tmp_path / "i.json"))
+        peaks.append(_listing_peak(images, tmp_path / "o", coco))
+        assert len((tmp_path / "o.lst").read_text().splitlines()) == 2_000
+    growth = (peaks[1] - peaks[0]) / 40_000
+    assert growth < 250, f"{growth:.0f} bytes a box"
+
+
+def test_voc_listing_memory_is_its_arrays(tmp_path: Path) -> None:
+    """Each object was a tuple of Python floats and its class name until
+    every file was read (~300 bytes a box); now it is its label's 24 bytes
+    in the entries from the start."""
+    from im2rec.listing.boxes import BoxOptions
+
+    peaks = []
+    for files in (100, 400):
+        root = tmp_path / f"voc{files}"
+        for folder in ("Annotations", "JPEGImages"):
+            (root / folder).mkdir(parents=True)
+        box = "<object><name>c{}</name><bndbox><xmin>2</xmin><ymin>3</ymin><xmax>40</xmax>" \
+              "<ymax>50</ymax></bndbox></object>"  # fmt: skip
+        for k in range(files):
+            (root / "JPEGImages" / f"{k}.jpg").touch()
+            objects = "".join(box.format(n % 7) for n in range(100))
+            (root / "Annotations" / f"{k}.xml").write_text(
+                f"<annotation><size><width>64</width><height>64</height></size>{objects}"
+                "</annotation>"
+            )
+        peaks.append(_listing_peak(root, tmp_path / "o", BoxOptions("voc")))
+    growth = (peaks[1] - peaks[0]) / (300 * 100)
+    assert growth < 120, f"{growth:.0f} bytes a box"
+
+
+def test_yolo_listing_memory_is_its_arrays(tmp_path: Path) -> None:
+    """YOLO's label files are read one at a time into the entries: what
+    four times the boxes adds is their labels' bytes."""
+    from PIL import Image
+
+    from im2rec.listing.boxes import BoxOptions
+
+    peaks = []
+    for files in (100, 400):
+        root = tmp_path / f"yolo{files}"
+        for folder in ("images", "labels"):
+            (root / folder).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(root / "images" / "0.jpg")
+        for k in range(files):
+            if k:
+                (root / "images" / f"{k}.jpg").write_bytes((root / "images" / "0.jpg").read_bytes())
+            (root / "labels" / f"{k}.txt").write_text("1 0.5 0.5 0.25 0.25\n" * 100)
+        peaks.append(_listing_peak(root, tmp_path / "o", BoxOptions("yolo")))
+    growth = (peaks[1] - peaks[0]) / (300 * 100)
+    assert growth < 120, f"{growth:.0f} bytes a box"

@@ -147,9 +147,10 @@ def absent(root: str, paths: Sequence[str]) -> set[str]:
     """Which of ``paths`` (relative to ``root``) are not files there: each
     folder read once (``os.scandir``), not a ``stat`` a file, so checking a
     set's millions of images costs as many folder reads as it has folders."""
-    by_folder: dict[str, list[str]] = {}
-    for path in paths:
-        by_folder.setdefault(os.path.dirname(path), []).append(path)
+    by_folder: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:  # (relative, "/"-separated: relative_name made them)
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(folder, []).append((path, name))
     gone: set[str] = set()
     for folder, names in by_folder.items():
         try:
@@ -157,7 +158,7 @@ def absent(root: str, paths: Sequence[str]) -> set[str]:
                 files = {e.name for e in found if not e.is_dir()}
         except OSError:  # (no such folder, or not one: none of its images is there)
             files = set()
-        gone.update(p for p in names if os.path.basename(p) not in files)
+        gone.update(p for p, name in names if name not in files)
     return gone
 
 
@@ -165,7 +166,7 @@ def check_there(root: str, entries: BoxEntries, source: str) -> tuple[BoxEntries
     """``entries`` without the images that are not in ``root``, and those
     (for the report); DatasetError when none is: ``root`` is not the folder
     the annotations' images are in."""
-    paths = [entry.path for entry in entries]
+    paths = entries.paths_at(range(len(entries)))
     gone = absent(root, paths)
     if not gone:
         return entries, []
@@ -174,11 +175,9 @@ def check_there(root: str, entries: BoxEntries, source: str) -> tuple[BoxEntries
             f"{root}: none of the {len(paths):,} images {source} names is in it (the first: "
             f"{paths[0]}); give the folder those images are in"
         )
-    kept = BoxEntries()
-    for k, entry in enumerate(entries):
-        if entry.path not in gone:
-            kept.add_image(entry.path, entries.values(k))
-    return kept, [p for p in paths if p in gone]
+    return entries.subset([k for k, p in enumerate(paths) if p not in gone]), [
+        p for p in paths if p in gone
+    ]
 
 
 def check_size(where: str, width: float, height: float) -> tuple[float, float]:

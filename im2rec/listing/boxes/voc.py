@@ -17,12 +17,12 @@ import math
 import os
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from typing import Any
 
 from ...errors import DatasetError, MissingFileError
 from ...storage.confined import relative_name
 from ...storage.files import split_lines
 from ..classmap import check_class_name
+from ..entries import BOX_HEADER, BOX_OBJECT
 from ..lstfile import cannot_carry
 from ..walking import Scan
 from .common import (
@@ -127,20 +127,24 @@ def _difficult(obj: ET.Element, where: str, gluoncv: bool) -> float:
 
 
 def read_voc(root: str, options: BoxOptions) -> Scan:
-    """The VOC set under ``root`` (see the module's docstring)."""
-    images: list[tuple[str, tuple[float, float], list[tuple[Any, ...]]]] = []
-    names: list[str] = []
+    """The VOC set under ``root`` (see the module's docstring). Each image's
+    objects go into the entries as they are read, their classes numbered
+    in the order first seen, and renumbered once every name is known:
+    memory is the entries' arrays, not a Python object a box."""
+    first_seen: dict[str, int] = {}
     gluoncv = options.convention == "gluoncv"
     given = None if options.classes is None else set(options.classes)
     skips: dict[str, list[str]] = defaultdict(list)
+    uncarried: list[str] = []
     empty = 0
+    entries = BoxEntries()
     for image_id in _ids(root, options):
         path = os.path.join(root, "Annotations", f"{image_id}.xml")
         tree = _parse(path)
         dims = tree.find("size")
         at = f"{path}: <size>"
         width, height = check_size(path, _number(dims, "width", at), _number(dims, "height", at))
-        objects = []
+        rows = []
         for k, obj in enumerate(tree.iter("object")):
             where = f"{path}: object {k} ({obj.findtext('name', '?').strip()!r})"
             name = (obj.findtext("name") or "").strip()
@@ -160,27 +164,42 @@ def read_voc(root: str, options: BoxOptions) -> Scan:
                 skips[INVALID].append(f"{image_id} (object {k})")
                 continue
             normal = check_box(where, (x0, y0, x1, y1), (width, height))
-            objects.append((name, *normal, difficult))
-            names.append(name)
-        if objects or options.keep_empty:
-            images.append((f"JPEGImages/{image_id}.jpg", (width, height), objects))
-        else:
+            rows.append((first_seen.setdefault(name, len(first_seen)), *normal, difficult))
+        if not rows and not options.keep_empty:
             empty += 1
-    labels = class_labels(names, options.classes, root)
-    entries = BoxEntries()
-    for rel, size, objects in images:
-        if cannot_carry(rel):
-            skips["name cannot be stored in a .lst line"].append(rel)
             continue
-        rows = []
-        for name, *box in objects:
-            if name not in labels:
-                raise DatasetError(f"{root}: class {name!r} ({rel}) is not in the classes given")
-            rows.append((labels[name], *box))
-        entries.add_image(rel, image_label(rows, size))
+        rel = f"JPEGImages/{image_id}.jpg"
+        if cannot_carry(rel):
+            uncarried.append(rel)
+            continue
+        entries.add_image(rel, image_label(rows, (width, height)))
+    if uncarried:
+        skips["name cannot be stored in a .lst line"] = uncarried
+    labels = class_labels(list(first_seen), options.classes, root)
+    _renumber(root, entries, first_seen, labels)
     if not entries:
         raise DatasetError(f"{root}: no annotated images (Annotations/*.xml)")
     entries, gone = check_there(root, entries, "Annotations/")
     if gone:
         skips[NOT_THERE] = gone
     return Scan(root, entries, list(labels), dict(skips), {NO_OBJECT: empty} if empty else {})
+
+
+def _renumber(
+    root: str, entries: BoxEntries, first_seen: dict[str, int], labels: dict[str, int]
+) -> None:
+    """The classes numbered as first seen, numbered as ``labels`` says; a
+    class not among the classes given is refused, naming its first image."""
+    order = list(first_seen)
+    unknown = [name for name in order if name not in labels]
+    if unknown:
+        bad = {first_seen[name] for name in unknown}
+        for k in range(len(entries)):
+            classes = entries.values(k)[BOX_HEADER::BOX_OBJECT]
+            name = next((order[int(c)] for c in classes if int(c) in bad), None)
+            if name is not None:
+                raise DatasetError(
+                    f"{root}: class {name!r} ({entries.paths_at([k])[0]}) is not in the classes "
+                    "given"
+                )
+    entries.renumber([labels[name] for name in order])
