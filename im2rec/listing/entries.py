@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, overload
 
 from ..recordio.views import ListLike
 
-__all__ = ["BoxEntries", "Entries", "Entry", "EntryView", "labels_of", "shuffle_positions"]
+__all__ = ["BoxEntries", "Entries", "Entry", "EntryView", "labels_of", "ranks", "shuffle_positions"]
 
 #: a box list's label: A = 4 values of header (A, B, width, height), then
 #: B = 6 values an object (class, corners, flag): listing.boxes writes them
@@ -160,7 +160,7 @@ class BoxEntries(Entries):
 
         values, starts, ends = self.spans(indices)
         lengths = ends - starts
-        rank = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        rank = ranks(lengths)
         out = BoxEntries()
         out.add_images(self.paths_at(indices), values[np.repeat(starts, lengths) + rank],
                        np.cumsum(lengths))  # fmt: skip
@@ -174,13 +174,10 @@ class BoxEntries(Entries):
             return
         table = np.asarray(labels, np.float32)
         values, starts, ends = self.spans(range(len(self)))
-        objects_each = (ends - starts - BOX_HEADER) // BOX_OBJECT
-        firsts = np.cumsum(objects_each) - objects_each
-        rank = np.arange(int(objects_each.sum())) - np.repeat(firsts, objects_each)
-        at = np.repeat(starts, objects_each) + BOX_HEADER + BOX_OBJECT * rank
+        each, at = _classes_at(starts, ends)
         values[at] = table[values[at].astype(np.int64)]
         first = np.frombuffer(self._labels, np.int32)
-        has = objects_each > 0
+        has = each > 0
         first[has] = values[starts[has] + BOX_HEADER].astype(np.int32)
 
     def counts(self, boxes: int = 1 << 20) -> tuple[Counter[int], Counter[int]]:
@@ -196,11 +193,9 @@ class BoxEntries(Entries):
             hi = max(lo + 1, int(np.searchsorted(ends_all, ends_all[lo] + BOX_OBJECT * boxes)))
             hi = min(hi, n)
             values, starts, ends = self.spans(range(lo, hi))
-            each = (ends - starts - BOX_HEADER) // BOX_OBJECT
+            each, at = _classes_at(starts, ends)
             image = np.repeat(np.arange(hi - lo), each)
-            rank = np.arange(len(image)) - np.repeat(np.cumsum(each) - each, each)
-            classes = values[np.repeat(starts, each) + BOX_HEADER + BOX_OBJECT * rank]
-            classes = classes.astype(np.int64)
+            classes = values[at].astype(np.int64)
             objects.update(dict(enumerate(np.bincount(classes).tolist())))
             width = int(classes.max(initial=0)) + 1
             pairs = np.sort(image * width + classes)  # (nearly sorted: image by image)
@@ -208,6 +203,24 @@ class BoxEntries(Entries):
             images.update(dict(enumerate(np.bincount(pairs[first] % width).tolist())))
             lo = hi
         return +images, +objects
+
+
+def ranks(counts: Any) -> Any:
+    """Each item's place in its group, for groups of ``counts`` items one
+    after another (``[2, 0, 3]``: ``[0, 1, 0, 1, 2]``)."""
+    import numpy as np
+
+    counts = np.asarray(counts, np.int64)
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _classes_at(starts: Any, ends: Any) -> tuple[Any, Any]:
+    """For labels at ``[starts, ends)`` of a box list's values: how many
+    objects each holds, and where every object's class is."""
+    import numpy as np
+
+    each = (ends - starts - BOX_HEADER) // BOX_OBJECT
+    return each, np.repeat(starts, each) + BOX_HEADER + BOX_OBJECT * ranks(each)
 
 
 class EntryView(_Made, ListLike[Entry]):

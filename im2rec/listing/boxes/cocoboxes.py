@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import DatasetError
 from ...executors.worker import give_back_memory
+from ..entries import ranks
 from .cococolumns import ImagesRead, field_error, value_of
 from .common import MAX_OBJECTS, BoxOptions, check_box
 from .jsoncolumns import Columns
@@ -149,7 +150,7 @@ class Rows(NamedTuple):
             heads = ends - 6 * counts - 4
             out[heads], out[heads + 1] = 4.0, 6.0
             out[heads + 2], out[heads + 3] = self.widths[take], self.heights[take]
-            rank = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            rank = ranks(counts)
             source = self.order[np.repeat(starts[take], counts) + rank]
             target = np.repeat(heads + 4, counts) + 6 * rank
             for j in range(6):
@@ -202,7 +203,7 @@ def image_rows(path: str, images: ImagesRead, ann: Annotations, gluoncv: bool) -
         raise DatasetError(f"{path}: annotations name image_id {orphan}, which is not an image")
     by_image = np.argsort(pos, kind="stable")  # (file order inside an image)
     gone = empty[by_image]
-    rank = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    rank = ranks(counts)
     empty_boxes = list(zip(pos[by_image][gone].tolist(), rank[gone].tolist(), strict=True))
     del rank
     objects = np.bincount(pos[~empty], minlength=n).astype(np.int64)
