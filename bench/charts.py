@@ -28,7 +28,7 @@ OWN = {"before_after", "native"}
 TITLES = {
     "recordio": "RecordIO core", "list": "rec list", "pack": "rec pack",
     "annotations": "Detection annotations",
-    "inspect": "rec verify / rec index", "loader": "Reading for training",
+    "inspect": "rec verify / index / info", "loader": "Reading for training",
     "detection": "Detection training input", "mixture": "Mixtures",
     "scale": "At scale", "distributed": "Sharded packing on Dask",
     "imagenet": "rec imagenet", "remote": "Remote data (S3)", "convert": "WebDataset",

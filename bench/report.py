@@ -34,7 +34,7 @@ NAMES = {
     "list": "rec list",
     "annotations": "Detection annotations at scale",
     "pack": "rec pack",
-    "inspect": "rec verify, rec index",
+    "inspect": "rec verify, rec index, rec info",
     "loader": "Reading for training",
     "mixture": "Mixtures",
     "detection": "Detection training input",

@@ -1,6 +1,7 @@
 """The magic-word scan (``im2rec.recordio._words.has_word``) against its
 definition: the word at a multiple of 4 from the buffer's start; and the
-whole-record frame (``_words.frame``) against the record's layout."""
+whole-record frame (``_words.frame``) against the record's layout; the
+block walk (``_words.whole_frames``) against the same walk in Python."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import atheris
 from _harness import run
 
 with atheris.instrument_imports():
-    from im2rec.recordio import _words
+    import numpy as np
+
+    from im2rec.recordio import _words, blocks
 
 
 def test_one(data: bytes) -> None:
@@ -29,6 +32,22 @@ def test_one(data: bytes) -> None:
         return
     n = len(buf)
     assert framed == MAGIC + n.to_bytes(4, "little") + bytes(buf) + bytes(-n % 4), bytes(buf)
+    walk(bytes(buf), 4 * fdp_start(data))
+
+
+def fdp_start(data: bytes) -> int:
+    return data[0] % 4 if data else 0
+
+
+def walk(data: bytes, start: int) -> None:
+    """The C block walk and the Python one agree on any bytes, any room."""
+    if start > len(data):
+        return
+    for room in (0, 1, 3, len(data) // 8 + 1):
+        ours, theirs = np.zeros(room, np.int64), np.zeros(room, np.int64)
+        got = _words.whole_frames(data, start, ours)
+        want = blocks._whole_frames(data, start, theirs)
+        assert got == want and np.array_equal(ours, theirs), (data, start, room, got, want)
 
 
 MAGIC = (0xCED7230A).to_bytes(4, "little")

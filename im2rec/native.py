@@ -4,8 +4,9 @@ Each extension speeds up one thing that Python, numpy and Pillow also do;
 im2rec works without any of them (installed where no compiler or no
 libjpeg headers were found), and the whole test suite runs both ways.
 
-* ``words`` (``im2rec.recordio._words``) finds the magic word in a payload;
-  without it, ``bytes.find`` or numpy;
+* ``words`` (``im2rec.recordio._words``) finds the magic word in a payload,
+  and walks and gathers a block of records for ``rec info`` and ``rec
+  verify``; without it, ``bytes.find``, numpy and a walk in Python;
 * ``jpeg`` (``im2rec.imaging._jpeg``, libjpeg-turbo) decodes only the JPEG
   region a crop keeps; without it, Pillow decodes the whole image;
 * ``tensor`` (``im2rec.imaging._tensor``) crops, mirrors and normalises

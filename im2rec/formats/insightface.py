@@ -229,7 +229,7 @@ def convert_to_faces(
         header0, layout_records = None, 0
         for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
             header = header_at(buf, head, nxt, reader.name)
-            if layout_record(header, length_word(buf, head)):
+            if layout_record(header.flag, length_word(buf, head)):
                 layout_records += 1
                 header0 = header if header.id == 0 else header0
             identity = identity_of_label(header.label)

@@ -14,12 +14,44 @@ from typing import Any
 
 import numpy as np
 
-from ..recordio.detection import kept, outside, problem, read_label
+from ..recordio.detection import Labels, check, kept, outside, problem, read_label
 
 __all__ = ["MAX_CLASSES", "SIZE_SAMPLE", "BoxStats", "label_problems"]
 
 MAX_CLASSES = 1000  # classes (and numbers of objects an image) counted one by one
 SIZE_SAMPLE = 1 << 20  # boxes whose sizes are kept (8 bytes each)
+
+
+def _add_counts(counter: Counter[int], keys: list[int], times: list[int]) -> int:
+    """Add to ``counter`` while it counts fewer than MAX_CLASSES keys (or
+    already has the key); the times not added."""
+    left = 0
+    for key, n in zip(keys, times, strict=True):
+        if key in counter or len(counter) < MAX_CLASSES:
+            counter[key] += n
+        else:
+            left += n
+    return left
+
+
+def _tally(values: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct values (non-negative ints) and how often each occurs:
+    counted in place where they are small, sorted where they are not."""
+    if not len(values):
+        return [], []
+    if int(values.max()) < 1 << 16:
+        times = np.bincount(values)
+        found = np.flatnonzero(times)
+        return found.tolist(), times[found].tolist()
+    found, times = np.unique(values, return_counts=True)
+    return found.tolist(), times.tolist()
+
+
+def _by_owner(owners: list[np.ndarray], boxes: list[np.ndarray]) -> np.ndarray:
+    """The rows of each layout's boxes, each label's in file order."""
+    width = min(b.shape[1] for b in boxes)  # (the five values every box has)
+    rows = np.concatenate([b[:, :width] for b in boxes])
+    return rows[np.argsort(np.concatenate(owners), kind="stable")]
 
 
 def label_problems(values: Any) -> list[str]:
@@ -42,7 +74,8 @@ def label_problems(values: Any) -> list[str]:
 
 
 class BoxStats:
-    """Detection statistics, a record's label at a time (:meth:`add`)."""
+    """Detection statistics, a batch of labels at a time (:meth:`add_labels`;
+    :meth:`add` a record's label)."""
 
     def __init__(self) -> None:
         self.images = 0
@@ -55,24 +88,41 @@ class BoxStats:
         self._sized = 0
 
     def add(self, values: Any) -> None:
-        if values is None or np.ndim(values) == 0 or problem(values) is not None:
+        if values is None or np.ndim(values) == 0:
             self.not_detection += 1
             return
-        objects = read_label(values).objects
-        objects = objects[kept(objects)]
-        self.images += 1
-        self.objects += len(objects)
-        if len(objects) in self.per_image or len(self.per_image) < MAX_CLASSES:
-            self.per_image[len(objects)] += 1
-        for cls, n in Counter(objects[:, 0].tolist()).items():
-            key = int(cls)
-            if key in self.per_class or len(self.per_class) < MAX_CLASSES:
-                self.per_class[key] += n
-            else:
-                self.classes_overflow += n
-        if self._sized < SIZE_SAMPLE and len(objects):
-            take = objects[: SIZE_SAMPLE - self._sized]
-            self._sizes.append(np.stack([take[:, 3] - take[:, 1], take[:, 4] - take[:, 2]], 1))
+        array = np.asarray(values).reshape(-1)
+        self.add_labels(Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64)))
+
+    def add_labels(self, labels: Labels) -> None:
+        """Labels in file order (:class:`~im2rec.recordio.detection.Labels`)."""
+        faults, groups = check(labels)
+        good = faults.code == 0
+        images = int(good.sum())
+        self.images += images
+        self.not_detection += len(good) - images
+        counts = np.zeros(len(good), np.int64)
+        classes, sized = [], []
+        for owner, objects, _, _ in groups:
+            keep = kept(objects) & good[owner]
+            counts += np.bincount(owner[keep], minlength=len(good))
+            classes.append(objects[:, 0][keep])
+            if self._sized < SIZE_SAMPLE:
+                sized.append((owner[keep], objects[keep]))
+        self.objects += int(counts.sum())
+        found, times = _tally(counts[good])
+        _add_counts(self.per_image, found, times)
+        if not classes:
+            return
+        found, times = _tally(np.concatenate(classes).astype(np.int64))
+        self.classes_overflow += _add_counts(self.per_class, found, times)
+        if sized:
+            owners, boxes = [o for o, _ in sized], [b for _, b in sized]
+            rows = boxes[0] if len(boxes) == 1 else _by_owner(owners, boxes)
+            take = rows[: SIZE_SAMPLE - self._sized]
+            self._sizes.append(
+                np.stack([take[:, 3] - take[:, 1], take[:, 4] - take[:, 2]], 1).astype(np.float32)
+            )
             self._sized += len(take)
 
     @property

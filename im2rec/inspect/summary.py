@@ -12,10 +12,17 @@ from typing import Any
 
 from ..errors import Im2RecError
 from ..recordio import RecordReader, read_record, unpack
-from ..recordio.codec import CFLAG_FIRST, decode_flag
+from ..recordio.codec import (
+    CFLAG_FIRST,
+    HEAD_SIZE,
+    IR_HEADER_SIZE,
+    decode_flag,
+    frame_size,
+    image_start,
+)
 from ..recordio.faces import face_header, layout_record
 from ..recordio.index import index_arrays
-from ..recordio.walking import header_at, length_word, walk_records
+from ..recordio.walking import header_at, length_word
 from ..storage import exists, sibling
 
 __all__ = ["face_layout", "summarise"]
@@ -23,11 +30,11 @@ __all__ = ["face_layout", "summarise"]
 _DISTINCT = 1000  # label values (and label widths) counted one by one in a summary
 
 
-def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str) -> None:
+def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str, n: int = 1) -> None:
     if key in counter or len(counter) < _DISTINCT:
-        counter[key] += 1
+        counter[key] += n
     else:
-        overflow[name] += 1
+        overflow[name] += n
 
 
 def _widths(flags: Counter[int]) -> Counter[int]:
@@ -47,34 +54,17 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     """
     reader = RecordReader(path)
     buf, size = reader.mapping()
-    heads = array("q")
-    flags: Counter[int] = Counter()
-    labels: Counter[float] = Counter()
-    overflow: Counter[str] = Counter()
-    first_id = last_id = None
-    split = 0
-    face: dict[str, Any] = {"layout_records": set(), "header": None}
-    from .boxes import BoxStats  # (numpy)
+    from ..recordio.blocks import Block, walk_blocks  # (numpy)
 
-    boxes = BoxStats()
-    for head, nxt in walk_records(reader):  # type: ignore[misc]  # no Damage without recover
-        heads.append(head)
-        word = length_word(buf, head)
-        split += decode_flag(word) == CFLAG_FIRST
-        header = header_at(buf, head, nxt, reader.name)
-        if layout_record(header, word):
-            face["layout_records"].add(head)
-            if header.id == 0:
-                face["header"] = header
-        _count(flags, header.flag, overflow, "flags")
-        if header.flag > 0:
-            boxes.add(header.label)
-        else:
-            boxes.not_detection += 1
-        if header.flag == 0:
-            _count(labels, header.label, overflow, "labels")
-        first_id = header.id if first_id is None else min(first_id, header.id)
-        last_id = header.id if last_id is None else max(last_id, header.id)
+    walk = _Walk(reader.name, buf)
+    for item in walk_blocks(reader):
+        if isinstance(item, Block):
+            walk.block(item)
+        else:  # (no Damage without recover)
+            walk.record(*item)  # type: ignore[misc]
+    heads, flags, labels, overflow = walk.heads, walk.flags, walk.labels, walk.overflow
+    face, boxes, split = walk.face, walk.boxes, walk.split
+    first_id, last_id = walk.first_id, walk.last_id
     n = len(heads)
     step = 1 if sample is None or n <= sample else n / sample
     formats: Counter[str] = Counter()
@@ -133,6 +123,78 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
         # every record's label a detection label: objects, classes, box sizes
         "detection": boxes.to_dict() if boxes.is_detection else None,
     }  # fmt: skip
+
+
+class _Walk:
+    """What :func:`summarise` gathers, a record or a block at a time."""
+
+    def __init__(self, name: str, buf: Any) -> None:
+        from .boxes import BoxStats  # (numpy)
+
+        self.name, self.buf = name, buf
+        self.heads = array("q")
+        self.flags: Counter[int] = Counter()
+        self.labels: Counter[float] = Counter()
+        self.overflow: Counter[str] = Counter()
+        self.first_id: int | None = None
+        self.last_id: int | None = None
+        self.split = 0
+        self.face: dict[str, Any] = {"layout_records": set(), "header": None}
+        self.boxes = BoxStats()
+
+    def _ids(self, low: int, high: int) -> None:
+        self.first_id = low if self.first_id is None else min(self.first_id, low)
+        self.last_id = high if self.last_id is None else max(self.last_id, high)
+
+    def record(self, head: int, nxt: int) -> None:
+        self.heads.append(head)
+        word = length_word(self.buf, head)
+        self.split += decode_flag(word) == CFLAG_FIRST
+        header = header_at(self.buf, head, nxt, self.name)
+        if layout_record(header.flag, word):
+            self.face["layout_records"].add(head)
+            if header.id == 0:
+                self.face["header"] = header
+        _count(self.flags, header.flag, self.overflow, "flags")
+        if header.flag > 0:
+            self.boxes.add(header.label)
+        else:
+            self.boxes.not_detection += 1
+            _count(self.labels, header.label, self.overflow, "labels")
+        self._ids(header.id, header.id)
+
+    def block(self, block: Any) -> None:
+        """The whole records of a block, on arrays; one whose header does
+        not read as :meth:`record` reads it (which says why)."""
+        import numpy as np
+
+        from ..recordio.detection import Labels
+
+        fields = block.header_fields()
+        flag, lrec = fields["flag"].astype(np.int64), fields["lrec"].astype(np.int64)
+        readable = (lrec >= IR_HEADER_SIZE) & (image_start(flag) <= lrec)
+        if not readable.all():  # (header_at says why it does not read)
+            head = block.base + int(block.heads[np.argmin(readable)])
+            header_at(self.buf, head, head + int(frame_size(lrec.max())), self.name)
+        heads = block.heads + block.base
+        self.heads.frombytes(heads.astype("<i8").tobytes())
+        for head in heads[layout_record(flag, lrec)].tolist():
+            self.face["layout_records"].add(head)
+            header = header_at(self.buf, head, head + int(frame_size(image_start(2))), self.name)
+            if header.id == 0:
+                self.face["header"] = header
+        for value, n in zip(*np.unique(flag, return_counts=True), strict=True):
+            _count(self.flags, int(value), self.overflow, "flags", int(n))
+        single = flag == 0
+        for value, n in zip(*np.unique(fields["label"][single], return_counts=True), strict=True):
+            _count(self.labels, float(value), self.overflow, "labels", int(n))
+        self.boxes.not_detection += int(single.sum())
+        many = np.flatnonzero(~single)
+        if len(many):
+            first = block.heads[many] + HEAD_SIZE + IR_HEADER_SIZE
+            values, starts = block.values(first, flag[many])
+            self.boxes.add_labels(Labels(values, starts, flag[many]))
+        self._ids(int(fields["id"].min()), int(fields["id"].max()))
 
 
 def face_layout(header: Any, layout_records: int, records: int) -> dict[str, Any] | None:

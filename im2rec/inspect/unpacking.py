@@ -76,7 +76,7 @@ def unpack_rec(
     for head, nxt in _records(reader):  # a walk reads only the 8-byte frame heads
         header = _header(buf, head, nxt, reader.name)
         records += 1
-        if layout_record(header, length_word(buf, head)):
+        if layout_record(header.flag, length_word(buf, head)):
             layout_records += 1
             first_head = header if header.id == 0 else first_head
     faces = face_layout(first_head, layout_records, records) is not None

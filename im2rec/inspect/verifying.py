@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from ..recordio.codec import (
     decode_flag,
     decode_length,
     frame_size,
+    padding_bits,
 )
 from ..recordio.framing import Buffer, not_recordio
 from ..recordio.index import index_arrays
@@ -93,7 +95,7 @@ def verify(
     result = VerifyResult(reader.name, size)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
     broken = 0  # records whose label is no detection label
-    for item in walk_records(reader, recover=True):
+    for item in _walk(reader, size, boxes):
         if isinstance(item, Damage):
             result.problems.append(
                 Problem(
@@ -102,6 +104,11 @@ def verify(
                     f"{item.reason} (bytes {item.offset:,} to {item.end:,} skipped)",
                 )
             )
+            continue
+        if not isinstance(item, tuple):  # a Block of whole records, checked on arrays
+            broken = _check_block(item, buf, reader.name, result, heads, decode, boxes, broken)
+            if on_progress is not None:
+                on_progress(item.base + len(item.data), size)
             continue
         heads.append(item[0])
         _check_padding(buf, item, result)
@@ -118,7 +125,7 @@ def verify(
     index_location = os.fspath(idx) if idx is not None else sibling(reader.location, ".idx")
     index_path = Path(index_location)
     if idx is not None or exists(index_location):
-        _check_index(index_location, heads, size, result)
+        _check_index(index_location, heads, size, result, arrays=len(heads) >= BLOCKS_FROM or boxes)
     if manifest is not None:
         _check_manifest(Path(manifest), buf, index_path, result)
     if on_progress is not None:
@@ -128,6 +135,68 @@ def verify(
 
 #: records with a bad detection label named one by one (the rest are counted)
 LABEL_PROBLEMS = 100
+#: records a walk takes one at a time before it knows their mean size
+_FIRST = 64
+#: the records (estimated from the first ones' mean size) from which the
+#: rest of a walk is a block at a time, on arrays: below it, numpy's import
+#: is more than the per-record walk takes
+BLOCKS_FROM = 32_768
+
+
+def _walk(reader: RecordReader, size: int, boxes: bool) -> Iterator[Any]:
+    """The walk: a record at a time, then, where the file holds about
+    BLOCKS_FROM records or more (or labels are checked: numpy then anyway),
+    blocks of whole records (and any other record alone)."""
+    walk = walk_records(reader, recover=True)
+    pos, seen = 0, 0
+    if not boxes:
+        for item in walk:
+            yield item
+            pos = item.end if isinstance(item, Damage) else item[1]
+            seen += 1
+            if seen == _FIRST:
+                break
+        else:
+            return
+        if size * seen < BLOCKS_FROM * pos:  # (few records: go on one at a time)
+            yield from walk
+            return
+    from ..recordio.blocks import walk_blocks
+
+    yield from walk_blocks(reader, recover=True, start=pos)
+
+
+def _check_block(
+    block: Any, buf: Buffer, name: str, result: VerifyResult, heads: array[int],
+    decode: bool, boxes: bool, broken: int,
+) -> int:  # fmt: skip
+    """The checks of :func:`verify` on a block of whole records, the
+    problems in file order; the count of records with bad labels after it."""
+    from .blockchecks import bad_paddings, label_findings
+
+    fields = block.header_fields()
+    lrec = fields["lrec"].astype("int64")
+    starts = block.heads + block.base
+    ends = starts + frame_size(lrec)
+    heads.frombytes(starts.astype("<i8").tobytes())
+    found = [(head, 0, Problem(head, None, padding_message(at)))
+             for head, at in bad_paddings(block, lrec)]  # fmt: skip
+    if decode:
+        for head, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            mark = len(result.problems)
+            _check_image(buf, (head, end), name, result)
+            found += [(head, 1, p) for p in result.problems[mark:]]
+            del result.problems[mark:]
+    if boxes:
+        named, _ = label_findings(block, fields)
+        for i in named.tolist():
+            mark = len(result.problems)
+            broken += _check_label(buf, (int(starts[i]), int(ends[i])), name, result, broken)
+            found += [(int(starts[i]), 2, p) for p in result.problems[mark:]]
+            del result.problems[mark:]
+    found.sort(key=lambda entry: entry[:2])
+    result.problems.extend(p for _, _, p in found)
+    return broken
 
 
 def _check_label(
@@ -160,18 +229,14 @@ def bad_padding(buf: Buffer, head: int, end: int) -> int | None:
     pos = head
     while pos + HEAD_SIZE <= end:
         lrec = int.from_bytes(read(pos + 4, 4), "little")  # (the word after the magic)
-        data_end = pos + HEAD_SIZE + decode_length(lrec)
         nxt = pos + frame_size(lrec)
-        pad = nxt - data_end
-        if pad and read(data_end, pad) != _ZEROS[:pad]:
-            return data_end
+        bits = padding_bits(lrec)
+        if bits and int.from_bytes(read(nxt - 4, 4), "little") & bits:
+            return pos + HEAD_SIZE + decode_length(lrec)
         pos = nxt
         if decode_flag(lrec) in (CFLAG_WHOLE, CFLAG_LAST):  # the record ends here
             return None
     return None
-
-
-_ZEROS = bytes(3)
 
 
 def _check_padding(buf: Buffer, item: tuple[int, int], result: VerifyResult) -> None:
@@ -205,17 +270,20 @@ def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyRe
         result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
 
 
-def _check_index(path: str, heads: array[int], size: int, result: VerifyResult) -> None:
+def _check_index(
+    path: str, heads: array[int], size: int, result: VerifyResult, *, arrays: bool = False
+) -> None:
     """The ``.idx`` against the record heads the walk found: every offset a
     head, every key once, as many entries as records. A small index is
     checked with Python lists and a set (no numpy import: start-up is most
-    of a small file's check); a large one with arrays (8 bytes a record
-    each) and sorting, not sets of Python ints: 5M records took 1.5 GB."""
+    of a small file's check); a large one, or any with ``arrays`` (numpy
+    is in already), with arrays (8 bytes a record each) and sorting, not
+    sets of Python ints: 5M records took 1.5 GB."""
     name = path.rsplit("/", 1)[-1]
     keys: Any
     offsets: Any
     try:
-        if _size_of(path) < _SMALL_INDEX:
+        if _size_of(path) < _SMALL_INDEX and not arrays:
             keys, offsets = read_index_entries(path)
             head_set = set(heads)
             bad = [i for i, off in enumerate(offsets) if off not in head_set]

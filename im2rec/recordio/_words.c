@@ -6,6 +6,9 @@
  *
  *   has_word(data, word) -> bool   (word: 4 bytes; data: any contiguous buffer)
  *   frame(data) -> bytes | None     (one whole record holding data, or None)
+ *   whole_frames(data, start, out) -> (count, stop)
+ *                                   (the heads of the whole records in a block)
+ *   gather(data, first, counts, out) -> total (runs of words, one after another)
  *
  * Words are loaded with memcpy (the buffer may start anywhere) and compared
  * in blocks the compiler vectorises. Large buffers are scanned without the
@@ -102,9 +105,92 @@ static PyObject *frame(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* The heads of the whole records that lie one after another in data from
+   start, written to out (int64, as many as fit): the block walk of rec info
+   and rec verify (im2rec/recordio/blocks.py, which states the same walk in
+   Python and handles every frame this one stops at). It stops at the first
+   frame that is not a whole record lying inside data: a head cut by the
+   end, a word that is not the magic, a part of a split record, a payload
+   past the end. Returns (count, the offset where it stopped). */
+static PyObject *whole_frames(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*nw*:whole_frames", &data, &start, &out)) return NULL;
+    if (start < 0 || start > data.len || (start & 3) || out.len % 8) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError,
+                        "whole_frames: start must be a multiple of 4 inside the data, out int64");
+        return NULL;
+    }
+    static const unsigned char magic[4] = {0x0a, 0x23, 0xd7, 0xce};
+    const unsigned char *p = data.buf;
+    const Py_ssize_t len = data.len, room = out.len / 8;
+    int64_t *heads = out.buf;
+    Py_ssize_t count = 0, pos = start;
+    Py_BEGIN_ALLOW_THREADS
+    while (count < room && pos <= len - 8) {
+        const unsigned char *h = p + pos;
+        const uint32_t lrec = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16
+                              | (uint32_t)h[7] << 24;
+        if (memcmp(h, magic, 4) != 0 || (lrec >> 29) != 0) break;  /* cflag 0: whole */
+        const Py_ssize_t next = pos + 8 + (Py_ssize_t)((lrec + 3) & ~(uint32_t)3);
+        if (next > len) break;
+        heads[count++] = pos;
+        pos = next;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return Py_BuildValue("nn", count, pos);
+}
+
+/* gather(data, first, counts, out) -> total: the runs of 4-byte words
+   data[first[i] : first[i] + 4 * counts[i]] copied one after another into
+   out (the labels of a block's records, im2rec/recordio/blocks.py, which
+   does the same with numpy where this is not built). first and counts are
+   int64 arrays of one length; every run must lie inside data and all of
+   them fit in out (ValueError otherwise, before anything is copied). */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    Py_buffer data, first, counts, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*:gather", &data, &first, &counts, &out)) return NULL;
+    const Py_ssize_t n = first.len / 8;
+    const int64_t *at = first.buf, *count = counts.buf;
+    int ok = first.len % 8 == 0 && counts.len == first.len;
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        ok = at[i] >= 0 && count[i] >= 0 && count[i] <= data.len / 4
+             && at[i] <= data.len - 4 * count[i] && total <= out.len / 4 - count[i];
+        total += ok ? count[i] : 0;
+    }
+    if (!ok) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&first);
+        PyBuffer_Release(&counts);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "gather: a run outside the data, or more than out holds");
+        return NULL;
+    }
+    const unsigned char *src = data.buf;
+    unsigned char *dst = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        memcpy(dst, src + at[i], (size_t)(4 * count[i]));
+        dst += 4 * count[i];
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&first);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&out);
+    return PyLong_FromLongLong(total);
+}
+
 static PyMethodDef methods[] = {
     {"has_word", has_word, METH_VARARGS, "whether a 4-byte word is at a multiple of 4 in a buffer"},
     {"frame", frame, METH_O, "one whole record holding a buffer, or None where it must be split"},
+    {"whole_frames", whole_frames, METH_VARARGS, "the heads of the whole records in a block"},
+    {"gather", gather, METH_VARARGS, "runs of 4-byte words of a buffer, one after another"},
     {NULL, NULL, 0, NULL},
 };
 

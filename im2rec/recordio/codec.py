@@ -46,6 +46,7 @@ __all__ = [
     "image_start",
     "padded",
     "padding",
+    "padding_bits",
 ]
 
 MAGIC = 0xCED7230A
@@ -127,6 +128,14 @@ def frame_size(lrec: W) -> W:
     """The bytes a frame with length word ``lrec`` takes, head to padding:
     a frame at ``pos`` is followed by one at ``pos + frame_size(lrec)``."""
     return HEAD_SIZE + padded(decode_length(lrec))
+
+
+def padding_bits(lrec: W) -> W:
+    """The bits of a frame's last word (read little-endian) that are its
+    padding, zeros in a good frame; 0 when it has none."""
+    length = decode_length(lrec)
+    pad = padded(length) - length
+    return ((1 << (8 * pad)) - 1) << (8 * (ALIGN - pad))
 
 
 def image_start(flag: W) -> W:

@@ -24,9 +24,8 @@ one; the listing, the inspectors and the loaders all go through them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,10 +37,15 @@ __all__ = [
     "MIN_LENGTH",
     "MIN_OBJECT",
     "DetLabel",
+    "Faults",
+    "Group",
+    "Labels",
+    "check",
     "kept",
     "make_label",
     "outside",
     "problem",
+    "problems",
     "read_label",
 ]
 
@@ -80,63 +84,229 @@ class DetLabel(NamedTuple):
         return int(self.objects.shape[1])
 
 
-def _width(value: float) -> int | None:
-    """A width field as MXNet's ``static_cast<int>`` reads it, or None when
-    it is not a finite number in range."""
-    if not math.isfinite(value) or not -1 < value < MAX_WIDTH + 1:
-        return None
-    return int(value)  # (truncates toward zero, as the cast does)
+class Labels(NamedTuple):
+    """Many labels at once, in order: label ``i`` is ``values[starts[i] :
+    starts[i] + counts[i]]`` (``starts`` rising, the labels not
+    overlapping). ``values`` may be any float dtype: a record's float32
+    labels, or the float64 a caller's numbers become."""
+
+    values: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+
+
+class Faults(NamedTuple):
+    """What :func:`check` found of each label: ``code`` 0 for a detection
+    label MXNet reads (else the first rule broken, :data:`_RULES`); ``at``
+    the value (code 7) or object (8, 9) named; ``a`` and ``b`` the widths
+    read (meaningful from code 5 on)."""
+
+    code: np.ndarray
+    at: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+
+# the rules in the order they are checked: a label's code is the first broken
+_SHORT, _LONG, _BAD_A, _BAD_B, _A_PAST, _RAGGED, _NOT_FINITE, _NOT_CLASS, _NOT_CORNER = range(1, 10)
+
+
+def _widths(values: np.ndarray) -> np.ndarray:
+    """Width fields as MXNet's ``static_cast<int>`` reads them (truncated
+    toward zero), -1 where one is not a finite number in range."""
+    ok = np.isfinite(values) & (values > -1) & (values < MAX_WIDTH + 1)
+    return np.where(ok, np.trunc(np.where(ok, values, 0)), -1).astype(np.int64)
+
+
+def _layout(n: Any, a: Any, b: Any) -> tuple[tuple[int, Any], ...]:
+    """The layout's rules, each ``(rule, broken)``, in the order checked:
+    ``n`` values, widths ``a`` and ``b`` (ints, or int arrays)."""
+    some_b = b + (b < 1) * (1 - b)  # (b, or 1 where b is no width: no division by 0)
+    return (
+        (_SHORT, n < MIN_LENGTH), (_LONG, n > MAX_LENGTH), (_BAD_A, a < MIN_HEADER),
+        (_BAD_B, b < MIN_OBJECT), (_A_PAST, a > n), (_RAGGED, (n - a) % some_b != 0),
+    )  # fmt: skip
+
+
+def _inside(low: np.ndarray, high: np.ndarray, least: float, most: float) -> bool:
+    """Whether columns whose smallest and largest values are ``low`` and
+    ``high`` lie in [least, most] (NaN does not)."""
+    return bool((low >= least).all() and (high <= most).all())
+
+
+def _classes_ok(cls: np.ndarray, keep: np.ndarray, low: Any, high: Any) -> np.ndarray:
+    """Class numbers: whole, from 0 below MAX_CLASS; -1 only on an empty box."""
+    if _inside(low, high, 0, MAX_CLASS - 1) and np.array_equal(cls, np.floor(cls)):
+        return np.ones(len(cls), bool)
+    whole = (cls == np.floor(cls)) & (cls >= 0) & (cls < MAX_CLASS)
+    return np.asarray(whole | ((cls == -1) & ~keep))
+
+
+def _corners_ok(corners: np.ndarray, low: Any, high: Any) -> np.ndarray:
+    least, most = CORNER_RANGE
+    if _inside(low, high, least, most):
+        return np.ones(len(corners), bool)
+    return np.asarray(((corners >= least) & (corners <= most)).all(axis=1))
+
+
+class Group(NamedTuple):
+    """Objects of labels of one layout: row ``k`` of ``objects`` belongs to
+    label ``owner[k]``; ``low`` and ``high`` are each column's smallest and
+    largest value (NaN where one is NaN), for quick answers about them all."""
+
+    owner: np.ndarray
+    objects: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def _bounds(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if not len(objects):
+        empty = np.zeros(objects.shape[1], objects.dtype)
+        return empty, empty
+    columns = np.ascontiguousarray(objects.T)  # (each column's reduction in one run)
+    return columns.min(axis=1), columns.max(axis=1)
+
+
+def _first_by_owner(owner: np.ndarray, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(owners, first position)`` of the rising positions ``where``
+    owned by ``owner`` (one entry an owner)."""
+    owners, first = np.unique(owner, return_index=True)
+    return owners, where[first]
+
+
+def check(labels: Labels) -> tuple[Faults, list[Group]]:
+    """Every label checked against the layout's rules at once (the rules'
+    one statement; :func:`problem` is a batch of one), and the objects of
+    the labels whose layout holds, a group per ``(A, B)``: ``(owner,
+    objects)``, row ``k`` of ``objects`` belonging to label ``owner[k]``
+    (whose code may still say a number is wrong)."""
+    values, starts, n = labels
+    size = len(values)
+    last = max(size - 1, 0)
+    pad = values if size else np.zeros(1, values.dtype)
+    a, b = _widths(pad[np.minimum(np.concatenate((starts, starts + 1)), last)]).reshape(2, -1)
+    code = np.zeros(len(n), np.int8)
+    if len(n) == 1:  # (a label alone, as the loaders check them: in ints, quicker)
+        code[0] = next((rule for rule, no in _layout(int(n[0]), int(a[0]), int(b[0])) if no), 0)
+    else:
+        for rule, where in reversed(_layout(n, a, b)):  # (the last written: the first broken)
+            code[where] = rule
+    at = np.zeros(len(n), np.int64)
+    laid = code == 0
+    finite = np.isfinite(values)
+    if not finite.all():
+        wrong = np.flatnonzero(~finite)
+        owner = np.searchsorted(starts, wrong, "right") - 1
+        wrong, owner = wrong[owner >= 0], owner[owner >= 0]  # (none before the first label)
+        owners, first = _first_by_owner(owner, wrong)
+        hit = laid[owners] & (first < starts[owners] + n[owners])
+        code[owners[hit]] = _NOT_FINITE
+        at[owners[hit]] = first[hit] - starts[owners[hit]]
+    groups = []
+    key = a * (MAX_WIDTH + 2) + b  # (a, b) as one number
+    layouts = key[laid]
+    one = len(layouts) and (layouts == layouts[0]).all()  # (the usual: one layout)
+    for pair in layouts[:1].tolist() if one else np.unique(layouts).tolist():
+        pa, pb = divmod(pair, MAX_WIDTH + 2)
+        chosen = np.flatnonzero(laid) if one else np.flatnonzero(laid & (key == pair))
+        rows = (n[chosen] - pa) // pb
+        if len(chosen) == 1:  # (a label alone: its objects are a slice)
+            start = int(starts[chosen[0]]) + pa
+            objects = values[start : start + int(rows[0]) * pb].reshape(-1, pb)
+            owner = np.repeat(chosen, rows)
+        elif len(chosen) == len(n) and _packed(starts, n, size):
+            # (every label, one after another: the objects are all but the headers)
+            keep = np.ones(size, bool)
+            keep[(starts[:, None] + np.arange(pa)).reshape(-1)] = False
+            objects = values[keep].reshape(-1, pb)
+            owner = np.repeat(chosen, rows)
+        else:
+            total = int(rows.sum())
+            before = np.repeat(np.cumsum(rows) - rows, rows)
+            first_value = np.repeat(starts[chosen] + pa, rows) + pb * (np.arange(total) - before)
+            objects = values[first_value[:, None] + np.arange(pb)]
+            owner = np.repeat(chosen, rows)
+        low, high = _bounds(objects)
+        groups.append(Group(owner, objects, low, high))
+        fine = code[owner] == 0 if code.any() else True
+        classes = _classes_ok(objects[:, 0], kept(objects), low[0], high[0])
+        corners = _corners_ok(objects[:, 1:5], low[1:5], high[1:5])
+        for rule, ok in ((_NOT_CLASS, classes), (_NOT_CORNER, corners)):
+            if ok.all():
+                continue
+            bad = np.flatnonzero(~ok & fine)
+            if len(bad):
+                owners, first = _first_by_owner(owner[bad], bad)
+                code[owners] = rule
+                at[owners] = first - _first_row(owner, owners)
+                fine = code[owner] == 0
+    return Faults(code, at, a, b), groups
+
+
+def _packed(starts: np.ndarray, counts: np.ndarray, size: int) -> bool:
+    """Whether the labels fill their values, one after another."""
+    return bool(starts[0] == 0 and (starts[1:] == (starts + counts)[:-1]).all()
+                and starts[-1] + counts[-1] == size)  # fmt: skip
+
+
+def _first_row(owner: np.ndarray, owners: np.ndarray) -> np.ndarray:
+    """The row where each of ``owners``' objects start in ``owner`` (rising)."""
+    return np.searchsorted(owner, owners, "left")
+
+
+def _say(code: int, at: int, values: np.ndarray, a: int, b: int) -> str:
+    """The words for a label's fault (:func:`check`), naming its values."""
+    n = len(values)
+    if code == _SHORT:
+        return f"{n} label values; a detection label has at least {MIN_LENGTH} (A, B, one object)"
+    if code == _LONG:
+        return f"{n:,} label values; a detection label has at most {MAX_LENGTH:,}"
+    if code == _BAD_A:
+        return f"header width A = {float(values[0]):g}; it must be at least {MIN_HEADER}"
+    if code == _BAD_B:
+        return f"object width B = {float(values[1]):g}; it must be at least {MIN_OBJECT}"
+    if code == _A_PAST:
+        return f"header width A = {a} but the label has only {n} values"
+    if code == _RAGGED:
+        return (
+            f"{n - a} values after the {a}-value header are not a whole number of {b}-value objects"
+        )
+    if code == _NOT_FINITE:
+        return f"label value {at} is {float(values[at]):g}; every value must be a finite number"
+    row = values[a + at * b : a + at * b + b]
+    if code == _NOT_CLASS:
+        return (
+            f"object {at}'s class {float(row[0]):g} is not a class number (a whole number from 0 "
+            f"to {MAX_CLASS - 1:,})"
+        )
+    shown = ", ".join(f"{v:g}" for v in row[1:5].tolist())
+    return (
+        f"object {at}'s corners ({shown}) are not normalised to the image (they belong in "
+        "[0, 1]; pixels?)"
+    )
+
+
+def problems(labels: Labels, faults: Faults, which: np.ndarray) -> list[str]:
+    """The words for the faults of labels ``which`` (:func:`check`)."""
+    out = []
+    for i in which.tolist():
+        start = int(labels.starts[i])
+        values = labels.values[start : start + int(labels.counts[i])]
+        out.append(_say(int(faults.code[i]), int(faults.at[i]), values,
+                        int(faults.a[i]), int(faults.b[i])))  # fmt: skip
+    return out
 
 
 def problem(values: Sequence[float] | np.ndarray) -> str | None:
     """Why ``values`` is not a detection label MXNet would read, in words
     naming the rule, or None when it is one."""
-    n = len(values)
-    if n < MIN_LENGTH:
-        return f"{n} label values; a detection label has at least {MIN_LENGTH} (A, B, one object)"
-    if n > MAX_LENGTH:
-        return f"{n:,} label values; a detection label has at most {MAX_LENGTH:,}"
-    a, b = _width(float(values[0])), _width(float(values[1]))
-    if a is None or a < MIN_HEADER:
-        return f"header width A = {float(values[0]):g}; it must be at least {MIN_HEADER}"
-    if b is None or b < MIN_OBJECT:
-        return f"object width B = {float(values[1]):g}; it must be at least {MIN_OBJECT}"
-    if a > n:
-        return f"header width A = {a} but the label has only {n} values"
-    if (n - a) % b:
-        return (
-            f"{n - a} values after the {a}-value header are not a whole number of {b}-value objects"
-        )
-    return _number_problem(np.asarray(values, np.float64), a, b)
-
-
-def _number_problem(array: np.ndarray, a: int, b: int) -> str | None:
-    """Why the numbers of a well-laid-out label cannot be used (module doc)."""
-    finite = np.isfinite(array)
-    if not finite.all():
-        k = int(np.argmin(finite))
-        return f"label value {k} is {array[k]:g}; every value must be a finite number"
-    objects = array[a:].reshape(-1, b)
-    cls = objects[:, 0]
-    whole = (cls == np.floor(cls)) & (cls >= 0) & (cls < MAX_CLASS)
-    whole |= (cls == -1) & ~kept(objects)
-    if not whole.all():
-        k = int(np.argmin(whole))
-        return (
-            f"object {k}'s class {cls[k]:g} is not a class number (a whole number from 0 to "
-            f"{MAX_CLASS - 1:,})"
-        )
-    low, high = CORNER_RANGE
-    corners = objects[:, 1:5]
-    near = ((corners >= low) & (corners <= high)).all(axis=1)
-    if not near.all():
-        k = int(np.argmin(near))
-        shown = ", ".join(f"{v:g}" for v in corners[k].tolist())
-        return (
-            f"object {k}'s corners ({shown}) are not normalised to the image (they belong in "
-            "[0, 1]; pixels?)"
-        )
-    return None
+    array = np.asarray(values, np.float64).reshape(-1)
+    one = Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64))
+    faults, _ = check(one)
+    if not faults.code[0]:
+        return None
+    return problems(one, faults, np.zeros(1, np.int64))[0]
 
 
 def read_label(values: Sequence[float] | np.ndarray) -> DetLabel:
@@ -157,9 +327,12 @@ def kept(objects: np.ndarray) -> np.ndarray:
     return np.asarray(keep)
 
 
-def outside(objects: np.ndarray) -> np.ndarray:
-    """Which objects have a coordinate outside [0, 1] (or not a number)."""
+def outside(objects: np.ndarray, low: Any = None, high: Any = None) -> np.ndarray:
+    """Which objects have a coordinate outside [0, 1] (or not a number);
+    ``low`` and ``high``: each column's bounds, when known (:class:`Group`)."""
     boxes = objects[:, 1:5]
+    if low is not None and _inside(low[1:5], high[1:5], 0, 1):
+        return np.zeros(len(objects), bool)
     return np.asarray(~((boxes >= 0) & (boxes <= 1)).all(axis=1))
 
 

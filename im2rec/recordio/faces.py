@@ -5,6 +5,8 @@ that the readers (``RecordDataset``, ``rec info``) need nothing above it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .codec import image_start
 from .header import IRHeader
 
@@ -15,10 +17,11 @@ __all__ = ["MAX_IDENTITIES", "face_header", "layout_record"]
 MAX_IDENTITIES = 10_000_000
 
 
-def layout_record(header: IRHeader, lrec: int) -> bool:
-    """Whether the whole record with this header and length word is one of
-    the layout's header or identity records: two labels and no image."""
-    return header.flag == 2 and lrec == image_start(2)
+def layout_record(flag: Any, lrec: Any) -> Any:
+    """Whether the whole record with this header flag and length word is one
+    of the layout's header or identity records: two labels and no image
+    (ints, or int arrays and an array of answers)."""
+    return (flag == 2) & (lrec == image_start(2))
 
 
 def face_header(header: IRHeader, payload: bytes, records: int) -> tuple[int, int] | None:

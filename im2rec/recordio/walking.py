@@ -70,13 +70,13 @@ def _next_head(buf: FileView | bytes, start: int, size: int) -> int:
 
 
 def walk_records(
-    reader: RecordReader, *, recover: bool = False
+    reader: RecordReader, *, recover: bool = False, start: int = 0
 ) -> Iterator[tuple[int, int] | Damage]:
-    """``(offset, next_offset)`` for every record in file order; with
-    ``recover``, a :class:`Damage` for each unreadable stretch instead of an
-    error."""
+    """``(offset, next_offset)`` for every record in file order from
+    ``start`` (a record's head); with ``recover``, a :class:`Damage` for
+    each unreadable stretch instead of an error."""
     buf, size = reader.mapping()
-    pos = 0
+    pos = start
     while pos < size:
         try:
             for head, nxt in iter_heads(buf, size, reader.name, start=pos):

@@ -96,3 +96,73 @@ def test_empty_boxes_are_dropped_and_out_of_range_ones_found() -> None:
     )  # fmt: skip
     assert kept(rows).tolist() == [True, False, False, True, False]
     assert outside(rows).tolist() == [False, False, False, True, True]
+
+
+any_value = st.one_of(
+    st.floats(-3, 3, width=32),
+    st.integers(-2, 12).map(float),
+    st.sampled_from([np.nan, np.inf, 2.0**24]),
+)
+any_label = st.one_of(
+    objects.map(
+        lambda rows: make_label(
+            np.asarray(rows, np.float32).reshape(len(rows), -1)
+            if rows
+            else np.zeros((0, 5), np.float32)
+        ).tolist()
+    ),
+    st.lists(any_value, max_size=30),
+    st.tuples(st.integers(2, 5), st.integers(5, 7), st.lists(any_value, max_size=30)).map(
+        lambda t: [float(t[0]), float(t[1]), *t[2]]
+    ),
+)
+
+
+@given(st.lists(any_label, max_size=12), st.lists(st.integers(0, 3), min_size=12, max_size=12))
+def test_a_batch_says_of_each_label_what_problem_says(
+    labels: list[list[float]], gaps: list[int]
+) -> None:
+    """check() on many labels at once (with values between them that
+    belong to none) names each as problem() names it alone."""
+    from im2rec.recordio.detection import Labels, check, problems
+
+    values: list[float] = []
+    starts = []
+    for label, gap in zip(labels, gaps, strict=False):
+        values += [np.nan] * gap
+        starts.append(len(values))
+        values += label
+    batch = Labels(np.asarray(values, np.float32), np.asarray(starts, np.int64),
+                   np.asarray([len(v) for v in labels], np.int64))  # fmt: skip
+    faults, groups = check(batch)
+    words = problems(batch, faults, np.flatnonzero(faults.code))
+    said = iter(words)
+    for label, code in zip(labels, faults.code.tolist(), strict=True):
+        alone = problem(np.asarray(label, np.float32))
+        assert (alone is None) == (code == 0)
+        if alone is not None:
+            assert next(said) == alone
+    for owner, rows, _, _ in groups:  # every good label's objects, as read_label reads them
+        for i in np.flatnonzero(faults.code == 0).tolist():
+            if (owner == i).any():
+                assert np.array_equal(rows[owner == i], read_label(labels[i]).objects)
+
+
+@given(st.lists(objects.filter(bool).map(lambda rows: [r[:5] for r in rows]), min_size=2, max_size=8),
+       st.sampled_from([(), (640.0, 480.0)]))  # fmt: skip
+def test_a_batch_of_one_layout_reads_each_labels_objects(
+    rows: list[list[list[float]]], extra: tuple[float, ...]
+) -> None:
+    """Labels of one layout one after another (a block of records' labels):
+    their objects are all but the headers, read as read_label reads each."""
+    from im2rec.recordio.detection import Labels, check
+
+    labels = [make_label(np.asarray(r, np.float32), extra) for r in rows]
+    counts = np.asarray([len(v) for v in labels], np.int64)
+    batch = Labels(np.concatenate(labels), np.cumsum(counts) - counts, counts)
+    faults, groups = check(batch)
+    verdicts = [problem(v) is None for v in labels]
+    assert (faults.code == 0).tolist() == verdicts
+    ((owner, objects, _, _),) = groups
+    for i, label in enumerate(labels):
+        assert np.array_equal(objects[owner == i], read_label(label).objects)
