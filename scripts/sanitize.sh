@@ -34,7 +34,8 @@ tests=(tests/imaging/test_native_safety.py tests/imaging/test_regions.py tests/i
 	tests/imaging/test_resample.py tests/recordio/test_framing.py tests/recordio/test_chunks.py
 	tests/formats/test_wds_import.py tests/formats/test_webdataset.py tests/formats/test_tars.py
 	tests/recordio/test_writer.py tests/recordio/test_output.py tests/storage/test_copying.py
-	tests/imaging/test_headers.py tests/listing/test_jsoncolumns.py)
+	tests/imaging/test_headers.py tests/listing/test_jsoncolumns.py tests/recordio/test_blocks.py
+	tests/inspect/test_blockwise.py)
 
 # build OUT CC FLAGS: a copy of the package in OUT with its extensions built
 # by CC with FLAGS, every one of them (each is optional in a normal install)

@@ -128,10 +128,11 @@ def _layout(n: Any, a: Any, b: Any) -> tuple[tuple[int, Any], ...]:
     )  # fmt: skip
 
 
-def _inside(low: np.ndarray, high: np.ndarray, least: float, most: float) -> bool:
+def _inside(low: Any, high: Any, least: float, most: float) -> bool:
     """Whether columns whose smallest and largest values are ``low`` and
-    ``high`` lie in [least, most] (NaN does not)."""
-    return bool((low >= least).all() and (high <= most).all())
+    ``high`` lie in [least, most] (NaN does not); False when they are not
+    known (None)."""
+    return low is not None and bool((low >= least).all() and (high <= most).all())
 
 
 def _classes_ok(cls: np.ndarray, keep: np.ndarray, low: Any, high: Any) -> np.ndarray:
@@ -152,18 +153,23 @@ def _corners_ok(corners: np.ndarray, low: Any, high: Any) -> np.ndarray:
 class Group(NamedTuple):
     """Objects of labels of one layout: row ``k`` of ``objects`` belongs to
     label ``owner[k]``; ``low`` and ``high`` are each column's smallest and
-    largest value (NaN where one is NaN), for quick answers about them all."""
+    largest value (NaN where one is NaN), for quick answers about them all,
+    or None for a group of a few objects."""
 
     owner: np.ndarray
     objects: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
+    low: np.ndarray | None
+    high: np.ndarray | None
 
 
-def _bounds(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if not len(objects):
-        empty = np.zeros(objects.shape[1], objects.dtype)
-        return empty, empty
+#: objects from which a group's column bounds are worked out (for fewer,
+#: the rules are quicker asked of each object)
+_BOUNDED = 256
+
+
+def _bounds(objects: np.ndarray) -> tuple[Any, Any]:
+    if not len(objects) or len(objects) < _BOUNDED:
+        return None, None
     columns = np.ascontiguousarray(objects.T)  # (each column's reduction in one run)
     return columns.min(axis=1), columns.max(axis=1)
 
@@ -230,8 +236,11 @@ def check(labels: Labels) -> tuple[Faults, list[Group]]:
         low, high = _bounds(objects)
         groups.append(Group(owner, objects, low, high))
         fine = code[owner] == 0 if code.any() else True
-        classes = _classes_ok(objects[:, 0], kept(objects), low[0], high[0])
-        corners = _corners_ok(objects[:, 1:5], low[1:5], high[1:5])
+        some = low is not None
+        classes = _classes_ok(objects[:, 0], kept(objects), low[0] if some else None,
+                              high[0] if some else None)  # fmt: skip
+        corners = _corners_ok(objects[:, 1:5], low[1:5] if some else None,
+                              high[1:5] if some else None)  # fmt: skip
         for rule, ok in ((_NOT_CLASS, classes), (_NOT_CORNER, corners)):
             if ok.all():
                 continue

@@ -18,13 +18,18 @@ from im2rec.inspect import verifying
 from im2rec.inspect.summary import summarise
 from im2rec.inspect.verifying import verify
 from im2rec.recordio import blocks, frame, pack
+from im2rec.recordio import detection as layout
 from im2rec.recordio.codec import MAGIC_BYTES
 from im2rec.recordio.detection import make_label
 from im2rec.recordio.header import IRHeader
 from im2rec.recordio.walking import walk_records
 
-corner = st.floats(-0.25, 1.25, width=32)
-box = st.tuples(st.integers(0, 5).map(float), corner, corner, corner, corner)
+corner = st.one_of(st.floats(-0.25, 1.25, width=32), st.sampled_from([-3.0, 250.0]))  # (pixels)
+size = st.floats(0, 0.5, width=32)  # (0: an empty box)
+cls = st.one_of(st.integers(0, 5).map(float), st.sampled_from([0.5, -1.0, 2.0**24]))
+box = st.tuples(cls, corner, corner, size, size).map(
+    lambda b: (b[0], b[1], b[2], b[1] + b[3], b[2] + b[4])
+)
 detection = st.tuples(st.lists(box, max_size=6), st.sampled_from([(), (640.0, 480.0)])).map(
     lambda t: make_label(np.asarray(t[0], np.float32).reshape(-1, 5), t[1])
 )
@@ -88,6 +93,7 @@ def test_blocks_say_what_records_say(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(verifying, "BLOCKS_FROM", 0)
         mp.setattr(verifying, "_FIRST", 1)
+        mp.setattr(layout, "_BOUNDED", 0)  # (the quick answers from column bounds too)
         mp.setattr(blocks, "walk_blocks", functools.partial(walk, block=block))
         by_block = (_outcome(lambda: summarise(path)),
                     _outcome(lambda: verify(path, boxes=True).to_dict()),
