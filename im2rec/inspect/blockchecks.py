@@ -34,7 +34,7 @@ def bad_paddings(block: Block, lrec: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(heads.tolist(), ends.tolist(), strict=True))
 
 
-def label_findings(block: Block, fields: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def label_findings(block: Block, fields: np.ndarray) -> np.ndarray:
     """Which records of the block ``rec verify --boxes`` names (rising
     positions in the block): those whose header does not read (for the
     per-record check to say why), and those whose label is no detection
@@ -52,4 +52,4 @@ def label_findings(block: Block, fields: np.ndarray) -> tuple[np.ndarray, np.nda
             flagged: Any = outside(group.objects, group.low, group.high) | ~kept(group.objects)
             bad[group.owner[flagged]] = True
         found[many[bad]] = True
-    return np.flatnonzero(found), np.flatnonzero(~readable)
+    return np.flatnonzero(found)

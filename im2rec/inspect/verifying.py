@@ -188,8 +188,7 @@ def _check_block(
             found += [(head, 1, p) for p in result.problems[mark:]]
             del result.problems[mark:]
     if boxes:
-        named, _ = label_findings(block, fields)
-        for i in named.tolist():
+        for i in label_findings(block, fields).tolist():
             mark = len(result.problems)
             broken += _check_label(buf, (int(starts[i]), int(ends[i])), name, result, broken)
             found += [(int(starts[i]), 2, p) for p in result.problems[mark:]]

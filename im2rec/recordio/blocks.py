@@ -197,9 +197,9 @@ class _ReadAhead:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _cut(data: bytes | memoryview, at: int) -> Any:
+def _cut(data: bytes | memoryview, at: int) -> bool:
     """Whether the frame at ``at`` is a whole record the end of ``data`` cut."""
     if at + HEAD_SIZE > len(data):
         return True
     magic, lrec = HEAD.unpack_from(data, at)
-    return magic == MAGIC and decode_flag(lrec) == CFLAG_WHOLE
+    return bool(magic == MAGIC and decode_flag(lrec) == CFLAG_WHOLE)
