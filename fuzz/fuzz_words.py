@@ -1,7 +1,8 @@
 """The magic-word scan (``im2rec.recordio._words.has_word``) against its
 definition: the word at a multiple of 4 from the buffer's start; and the
 whole-record frame (``_words.frame``) against the record's layout; the
-block walk (``_words.whole_frames``) against the same walk in Python."""
+block walk (``_words.whole_frames``) against the same walk in Python, and
+its copy of the header fields against numpy's reading of them."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def fdp_start(data: bytes) -> int:
 
 
 def walk(data: bytes, start: int) -> None:
-    """The C block walk and the Python one agree on any bytes, any room."""
+    """The C block walk and the Python one agree on any bytes, any room;
+    the header fields it copies are those numpy reads at the heads."""
     if start > len(data):
         return
     for room in (0, 1, 3, len(data) // 8 + 1):
@@ -48,6 +50,10 @@ def walk(data: bytes, start: int) -> None:
         got = _words.whole_frames(data, start, ours)
         want = blocks._whole_frames(data, start, theirs)
         assert got == want and np.array_equal(ours, theirs), (data, start, room, got, want)
+        fields = np.zeros(room, blocks.HEADER_FIELDS)
+        assert _words.whole_frames(data, start, ours, fields) == got
+        read = blocks.Block(data, 0, ours[: got[0]]).header_fields()
+        assert fields[: got[0]].tobytes() == read.tobytes(), (data, start, room)
 
 
 MAGIC = (0xCED7230A).to_bytes(4, "little")

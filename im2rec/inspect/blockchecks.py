@@ -14,7 +14,7 @@ import numpy as np
 from ..recordio.blocks import Block
 from ..recordio.codec import HEAD_SIZE, IR_HEADER_SIZE, decode_length, frame_size, image_start
 from ..recordio.codec import padding_bits as _padding_bits
-from ..recordio.detection import Labels, check, kept, outside
+from ..recordio.detection import Labels, check, outside
 
 __all__ = ["bad_paddings", "label_findings"]
 
@@ -49,7 +49,7 @@ def label_findings(block: Block, fields: np.ndarray) -> np.ndarray:
         faults, groups = check(Labels(values, starts, flag[many]))
         bad = faults.code != 0
         for group in groups:
-            flagged: Any = outside(group.objects, group.low, group.high) | ~kept(group.objects)
+            flagged: Any = outside(group.objects, group.low, group.high) | ~group.kept
             bad[group.owner[flagged]] = True
         found[many[bad]] = True
     return np.flatnonzero(found)

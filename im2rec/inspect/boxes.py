@@ -9,42 +9,17 @@ class (at most :data:`MAX_CLASSES` classes), and box sizes from the first
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from ..recordio.detection import Labels, check, kept, outside, problem, read_label
+from .tallies import Tally
 
 __all__ = ["MAX_CLASSES", "SIZE_SAMPLE", "BoxStats", "label_problems"]
 
 MAX_CLASSES = 1000  # classes (and numbers of objects an image) counted one by one
 SIZE_SAMPLE = 1 << 20  # boxes whose sizes are kept (8 bytes each)
-
-
-def _add_counts(counter: Counter[int], keys: list[int], times: list[int]) -> int:
-    """Add to ``counter`` while it counts fewer than MAX_CLASSES keys (or
-    already has the key); the times not added."""
-    left = 0
-    for key, n in zip(keys, times, strict=True):
-        if key in counter or len(counter) < MAX_CLASSES:
-            counter[key] += n
-        else:
-            left += n
-    return left
-
-
-def _tally(values: np.ndarray) -> tuple[list[int], list[int]]:
-    """The distinct values (non-negative ints) and how often each occurs:
-    counted in place where they are small, sorted where they are not."""
-    if not len(values):
-        return [], []
-    if int(values.max()) < 1 << 16:
-        times = np.bincount(values)
-        found = np.flatnonzero(times)
-        return found.tolist(), times[found].tolist()
-    found, times = np.unique(values, return_counts=True)
-    return found.tolist(), times.tolist()
 
 
 def _by_owner(owners: list[np.ndarray], boxes: list[np.ndarray]) -> np.ndarray:
@@ -81,9 +56,8 @@ class BoxStats:
         self.images = 0
         self.not_detection = 0
         self.objects = 0
-        self.per_image: Counter[int] = Counter()
-        self.per_class: Counter[int] = Counter()
-        self.classes_overflow = 0
+        self.per_image = Tally(MAX_CLASSES)
+        self.per_class = Tally(MAX_CLASSES)
         self._sizes: list[np.ndarray] = []
         self._sized = 0
 
@@ -101,21 +75,28 @@ class BoxStats:
         images = int(good.sum())
         self.images += images
         self.not_detection += len(good) - images
-        counts = np.zeros(len(good), np.int64)
         classes, sized = [], []
-        for owner, objects, _, _ in groups:
-            keep = kept(objects) & good[owner]
-            counts += np.bincount(owner[keep], minlength=len(good))
-            classes.append(objects[:, 0][keep])
-            if self._sized < SIZE_SAMPLE:
-                sized.append((owner[keep], objects[keep]))
+        if images == len(good) and all(group.kept.all() for group in groups):
+            # (the usual: every label good and every box kept: no masks)
+            counts = (labels.counts - faults.a) // np.maximum(faults.b, 1)
+            for owner, objects, _, _, _ in groups:
+                classes.append(objects[:, 0])
+                if self._sized < SIZE_SAMPLE:
+                    sized.append((owner, objects))
+        else:
+            counts = np.zeros(len(good), np.int64)
+            for owner, objects, _, _, keep in groups:
+                keep = keep & good[owner]
+                counts += np.bincount(owner[keep], minlength=len(good))
+                classes.append(objects[:, 0][keep])
+                if self._sized < SIZE_SAMPLE:
+                    sized.append((owner[keep], objects[keep]))
         self.objects += int(counts.sum())
-        found, times = _tally(counts[good])
-        _add_counts(self.per_image, found, times)
+        self.per_image.add_all(counts[good])
         if not classes:
             return
-        found, times = _tally(np.concatenate(classes).astype(np.int64))
-        self.classes_overflow += _add_counts(self.per_class, found, times)
+        found = classes[0] if len(classes) == 1 else np.concatenate(classes)
+        self.per_class.add_all(found.astype(np.int64))
         if sized:
             owners, boxes = [o for o, _ in sized], [b for _, b in sized]
             rows = boxes[0] if len(boxes) == 1 else _by_owner(owners, boxes)
@@ -142,7 +123,8 @@ class BoxStats:
             low, mid, high = np.quantile(column, [0, 0.5, 1]).tolist()
             return [round(low, 4), round(mid, 4), round(high, 4)]
 
-        counts = sorted(self.per_image)  # (the fewest and most among those counted)
+        per_image = self.per_image.counts()
+        counts = list(per_image)  # (rising: the fewest and most among those counted)
         return {
             "images": self.images,
             # records whose label is not one (damaged, or packed without --pack-label)
@@ -152,10 +134,10 @@ class BoxStats:
                 "min": counts[0] if counts else None,
                 "mean": round(self.objects / self.images, 3) if self.images else None,
                 "max": counts[-1] if counts else None,
-                "images_by_count": {str(k): self.per_image[k] for k in counts},
+                "images_by_count": {str(k): n for k, n in per_image.items()},
             },
-            "boxes_per_class": {str(k): n for k, n in sorted(self.per_class.items())},
-            "boxes_of_other_classes": self.classes_overflow,
+            "boxes_per_class": {str(k): n for k, n in self.per_class.counts().items()},
+            "boxes_of_other_classes": self.per_class.left,
             # min, median, max of each box's width and height, as fractions of the image
             "box_width": spread(sizes[:, 0]),
             "box_height": spread(sizes[:, 1]),

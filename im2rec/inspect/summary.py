@@ -30,19 +30,12 @@ __all__ = ["face_layout", "summarise"]
 _DISTINCT = 1000  # label values (and label widths) counted one by one in a summary
 
 
-def _count(counter: Counter[Any], key: Any, overflow: Counter[str], name: str, n: int = 1) -> None:
-    if key in counter or len(counter) < _DISTINCT:
-        counter[key] += n
-    else:
-        overflow[name] += n
-
-
-def _widths(flags: Counter[int]) -> Counter[int]:
+def _widths(flags: dict[int, int]) -> dict[int, int]:
     """Records by labels held: flags 0 and 1 both hold one label."""
     out: Counter[int] = Counter()
     for flag, n in flags.items():
         out[max(flag, 1)] += n
-    return out
+    return dict(out)
 
 
 def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict[str, Any]:
@@ -54,7 +47,7 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     """
     reader = RecordReader(path)
     buf, size = reader.mapping()
-    from ..recordio.blocks import Block, walk_blocks  # (numpy)
+    from ..recordio.blocks import Block, walk_blocks
 
     walk = _Walk(reader.name, buf)
     for item in walk_blocks(reader):
@@ -62,7 +55,8 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             walk.block(item)
         else:  # (no Damage without recover)
             walk.record(*item)  # type: ignore[misc]
-    heads, flags, labels, overflow = walk.heads, walk.flags, walk.labels, walk.overflow
+    heads, flags, labels = walk.heads, walk.flags.counts(), walk.labels.counts()
+    overflow = {"flags": walk.flags.left, "labels": walk.labels.left}
     face, boxes, split = walk.face, walk.boxes, walk.split
     first_id, last_id = walk.first_id, walk.last_id
     n = len(heads)
@@ -95,7 +89,10 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             _, offsets = index_arrays(index_path)
             starts = np.frombuffer(heads, dtype=np.int64) if n else np.empty(0, np.int64)
             # (the walk finds heads in file order: sorted) 8 bytes a record, no lists
-            agrees = len(offsets) == n and bool(np.array_equal(np.sort(offsets), starts))
+            agrees = len(offsets) == n and (
+                bool(np.array_equal(offsets, starts))  # (the usual: in file order)
+                or bool(np.array_equal(np.sort(offsets), starts))
+            )
         except Im2RecError:
             agrees = False
     return {
@@ -129,13 +126,15 @@ class _Walk:
     """What :func:`summarise` gathers, a record or a block at a time."""
 
     def __init__(self, name: str, buf: Any) -> None:
-        from .boxes import BoxStats  # (numpy)
+        import numpy as np
+
+        from .boxes import BoxStats  # (numpy: summarise walks blocks)
+        from .tallies import Tally
 
         self.name, self.buf = name, buf
         self.heads = array("q")
-        self.flags: Counter[int] = Counter()
-        self.labels: Counter[float] = Counter()
-        self.overflow: Counter[str] = Counter()
+        self.flags = Tally(_DISTINCT)
+        self.labels = Tally(_DISTINCT, np.float32)
         self.first_id: int | None = None
         self.last_id: int | None = None
         self.split = 0
@@ -155,12 +154,14 @@ class _Walk:
             self.face["layout_records"].add(head)
             if header.id == 0:
                 self.face["header"] = header
-        _count(self.flags, header.flag, self.overflow, "flags")
+        import numpy as np
+
+        self.flags.add_all(np.array([header.flag]))
         if header.flag > 0:
             self.boxes.add(header.label)
         else:
             self.boxes.not_detection += 1
-            _count(self.labels, header.label, self.overflow, "labels")
+            self.labels.add_all(np.array([header.label]))
         self._ids(header.id, header.id)
 
     def block(self, block: Any) -> None:
@@ -183,11 +184,9 @@ class _Walk:
             header = header_at(self.buf, head, head + int(frame_size(image_start(2))), self.name)
             if header.id == 0:
                 self.face["header"] = header
-        for value, n in zip(*np.unique(flag, return_counts=True), strict=True):
-            _count(self.flags, int(value), self.overflow, "flags", int(n))
+        self.flags.add_all(flag)
         single = flag == 0
-        for value, n in zip(*np.unique(fields["label"][single], return_counts=True), strict=True):
-            _count(self.labels, float(value), self.overflow, "labels", int(n))
+        self.labels.add_all(fields["label"][single])
         self.boxes.not_detection += int(single.sum())
         many = np.flatnonzero(~single)
         if len(many):

@@ -324,6 +324,8 @@ def _stray_offsets(offsets: Any, heads: array[int]) -> tuple[int, list[int]]:
     import numpy as np
 
     starts = np.frombuffer(heads, dtype=np.int64) if len(heads) else np.empty(0, np.int64)
+    if np.array_equal(offsets, starts):  # (the usual: the heads themselves, in order)
+        return 0, []
     bad: list[int] = []
     strays = 0
     for begin in range(0, len(offsets), _PIECE):
@@ -358,6 +360,8 @@ def _repeated(keys: Any) -> list[Any]:
     import numpy as np
 
     if isinstance(keys, np.ndarray):
+        if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):  # (rising: none twice)
+            return []
         ordered = np.sort(keys)
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
         return [int(k) for k in np.unique(repeated)]

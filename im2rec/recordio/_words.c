@@ -6,8 +6,9 @@
  *
  *   has_word(data, word) -> bool   (word: 4 bytes; data: any contiguous buffer)
  *   frame(data) -> bytes | None     (one whole record holding data, or None)
- *   whole_frames(data, start, out) -> (count, stop)
- *                                   (the heads of the whole records in a block)
+ *   whole_frames(data, start, out[, fields]) -> (count, stop)
+ *                                   (the heads of the whole records in a block,
+ *                                   and a copy of their header fields)
  *   gather(data, first, counts, out) -> total (runs of words, one after another)
  *
  * Words are loaded with memcpy (the buffer may start anywhere) and compared
@@ -105,28 +106,40 @@ static PyObject *frame(PyObject *self, PyObject *arg) {
     return out;
 }
 
+#define FIELDS 32 /* a frame's head and the image header after it: blocks.HEADER_FIELDS */
+
 /* The heads of the whole records that lie one after another in data from
    start, written to out (int64, as many as fit): the block walk of rec info
    and rec verify (im2rec/recordio/blocks.py, which states the same walk in
    Python and handles every frame this one stops at). It stops at the first
    frame that is not a whole record lying inside data: a head cut by the
    end, a word that is not the magic, a part of a split record, a payload
-   past the end. Returns (count, the offset where it stopped). */
+   past the end. With fields (a writable buffer of FIELDS bytes for each
+   int64 of out), the FIELDS bytes from each head are copied there as well
+   (zeros past the end of data), while they are in the cache. Returns
+   (count, the offset where it stopped). */
 static PyObject *whole_frames(PyObject *self, PyObject *args) {
-    Py_buffer data, out;
+    Py_buffer data, out, fields = {0};
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "y*nw*:whole_frames", &data, &start, &out)) return NULL;
-    if (start < 0 || start > data.len || (start & 3) || out.len % 8) {
+    if (!PyArg_ParseTuple(args, "y*nw*|w*:whole_frames", &data, &start, &out, &fields)) {
+        return NULL;
+    }
+    const Py_ssize_t room = out.len / 8;
+    if (start < 0 || start > data.len || (start & 3) || out.len % 8
+        || (fields.buf != NULL && fields.len / FIELDS < room)) {
         PyBuffer_Release(&data);
         PyBuffer_Release(&out);
+        if (fields.buf != NULL) PyBuffer_Release(&fields);
         PyErr_SetString(PyExc_ValueError,
-                        "whole_frames: start must be a multiple of 4 inside the data, out int64");
+                        "whole_frames: start must be a multiple of 4 inside the data, out int64 "
+                        "and fields 32 bytes for each of out's");
         return NULL;
     }
     static const unsigned char magic[4] = {0x0a, 0x23, 0xd7, 0xce};
     const unsigned char *p = data.buf;
-    const Py_ssize_t len = data.len, room = out.len / 8;
+    const Py_ssize_t len = data.len;
     int64_t *heads = out.buf;
+    unsigned char *copy = fields.buf;
     Py_ssize_t count = 0, pos = start;
     Py_BEGIN_ALLOW_THREADS
     while (count < room && pos <= len - 8) {
@@ -136,12 +149,19 @@ static PyObject *whole_frames(PyObject *self, PyObject *args) {
         if (memcmp(h, magic, 4) != 0 || (lrec >> 29) != 0) break;  /* cflag 0: whole */
         const Py_ssize_t next = pos + 8 + (Py_ssize_t)((lrec + 3) & ~(uint32_t)3);
         if (next > len) break;
+        if (copy != NULL) {
+            const Py_ssize_t have = len - pos < FIELDS ? len - pos : FIELDS;
+            unsigned char *to = copy + (size_t)count * FIELDS;
+            memcpy(to, h, (size_t)have);
+            memset(to + have, 0, (size_t)(FIELDS - have));
+        }
         heads[count++] = pos;
         pos = next;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     PyBuffer_Release(&out);
+    if (fields.buf != NULL) PyBuffer_Release(&fields);
     return Py_BuildValue("nn", count, pos);
 }
 

@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from .. import native
+from ..executors import tune_malloc
 from ..storage.files import FileView
 from .codec import CFLAG_WHOLE, HEAD, HEAD_SIZE, IR_HEADER, MAGIC, decode_flag, frame_size
 from .reader import RecordReader
+from .runs import runs
 from .walking import Damage, walk_records
 
 __all__ = ["BLOCK", "HEADER_FIELDS", "MAX_RECORDS", "Block", "walk_blocks", "whole_frames"]
@@ -35,7 +37,7 @@ __all__ = ["BLOCK", "HEADER_FIELDS", "MAX_RECORDS", "Block", "walk_blocks", "who
 #: bytes read at a time (the records lying wholly in them are one Block,
 #: or several of at most MAX_RECORDS records: the arrays made of a block's
 #: records stay small however small the records are)
-BLOCK = 16 << 20
+BLOCK = 8 << 20
 MAX_RECORDS = 1 << 16
 
 #: a frame's head and the image header after it, as numpy reads them:
@@ -50,7 +52,6 @@ HEADER_FIELDS = np.dtype(
 assert HEADER_FIELDS.itemsize == HEAD.size + IR_HEADER.size == 32
 
 _native = getattr(native.load("words"), "whole_frames", None)
-_gather = getattr(native.load("words"), "gather", None)
 
 
 def _whole_frames(data: bytes | memoryview, start: int, out: np.ndarray) -> tuple[int, int]:
@@ -87,11 +88,15 @@ class Block:
     data: bytes | memoryview
     base: int
     heads: np.ndarray
+    #: :meth:`header_fields`, when the walk copied them as it found the heads
+    fields: np.ndarray | None = None
 
     def header_fields(self) -> np.ndarray:
         """Each record's frame head and image header (:data:`HEADER_FIELDS`);
         a record shorter than its header has bytes of the next record (or
         zeros) past its end: check ``lrec`` before using the rest."""
+        if self.fields is not None:
+            return self.fields
         words = np.frombuffer(self.data, "<u4", count=len(self.data) // 4)
         at = (self.heads >> 2)[:, None] + np.arange(HEADER_FIELDS.itemsize // 4)
         rows = np.where(at < len(words), words[np.minimum(at, len(words) - 1)], 0)
@@ -101,16 +106,8 @@ class Block:
         """float32 words of ``data``: ``counts[i]`` from byte ``first[i]``
         (multiples of 4, inside ``data``), one after another, and where each
         run starts in them."""
-        first, counts = first.astype(np.int64), counts.astype(np.int64)
-        starts = np.cumsum(counts) - counts
-        total = int(counts.sum())
-        if _gather is not None:
-            out = np.empty(total, "<f4")
-            _gather(self.data, first, counts, out)
-            return out, starts
-        floats = np.frombuffer(self.data, "<f4", count=len(self.data) // 4)
-        at = np.repeat((first >> 2) - starts, counts) + np.arange(total)
-        return floats[at], starts
+        words = np.frombuffer(self.data, "<f4", count=len(self.data) // 4)
+        return runs(words, first.astype(np.int64) >> 2, counts)
 
 
 def walk_blocks(
@@ -119,24 +116,35 @@ def walk_blocks(
     """Every record of the file in order from ``start`` (a record's head):
     runs of whole records a :class:`Block` at a time, any other record (or
     damaged stretch, with ``recover``) as :func:`walk_records` gives it."""
+    tune_malloc()  # (a block's arrays, made and freed block after block)
     buf, size = reader.mapping()
-    out = np.empty(min(block // HEAD_SIZE + 1, MAX_RECORDS), np.int64)
-    ahead = _ReadAhead(buf, block)
+    room = min(block // HEAD_SIZE + 1, MAX_RECORDS)
+    out = np.empty(room, np.int64)
+    ahead = _ReadAhead(buf, block, room)
     try:
         base, data, pos = start, b"", start
+        walked: _Walked | None = None
         while pos < size:
             at = pos - base
             if not 0 <= at < len(data):
-                base, data, at = pos, ahead.read(pos), 0
-            count, stop = whole_frames(data, at, out)
+                base, at = pos, 0
+                data, walked = ahead.read(pos)
+            fields = None
+            if at == 0 and walked is not None:  # (walked as it was read)
+                count, stop = walked.count, walked.stop
+                out[:count] = walked.heads[:count]
+                fields = walked.fields[:count].copy()
+            else:
+                count, stop = whole_frames(data, at, out)
             if count:
                 pos = base + stop
                 if count < len(out) and (stop == len(data) or _cut(data, stop)):
                     ahead.start(pos)  # (the next block, read while this one is used)
-                yield Block(data, base, out[:count].copy())
+                yield Block(data, base, out[:count].copy(), fields)
                 continue
             if at and base + len(data) < size and _cut(data, at):  # (it lies across the end)
-                base, data = pos, ahead.read(pos)
+                base = pos
+                data, walked = ahead.read(pos)
                 continue
             # a split record, one larger than a block, damage, the file's end:
             # one item of the per-record walk
@@ -147,18 +155,31 @@ def walk_blocks(
         ahead.close()
 
 
+@dataclass(frozen=True)
+class _Walked:
+    """The whole records from the start of a block read (``whole_frames``
+    from 0, with their :data:`HEADER_FIELDS`), found as it was read."""
+
+    count: int
+    stop: int
+    heads: np.ndarray
+    fields: np.ndarray
+
+
 class _ReadAhead:
     """Reads of a block, the next one started on a thread while the caller
     works on the last (``pread`` lets go of the GIL). A local file's blocks
     are read into two buffers in turn (new memory for each would be page
     faults on every 4 KiB): a block's ``data`` is good until the walk has
-    moved two blocks on."""
+    moved two blocks on. With the C walk, a local block's whole records
+    (at most ``room``) are found on the thread too, just after the read,
+    while the block is in the CPU's cache."""
 
-    def __init__(self, buf: Any, block: int) -> None:
-        self.buf, self.block = buf, block
-        self._next: tuple[int, Future[Any]] | None = None
+    def __init__(self, buf: Any, block: int, room: int) -> None:
+        self.buf, self.block, self.room = buf, block, room
+        self._next: tuple[int, Future[tuple[Any, _Walked | None]]] | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._buffers: list[bytearray] = []
+        self._buffers: list[tuple[bytearray, np.ndarray, np.ndarray]] = []
         self._turn = 0
 
     def start(self, pos: int) -> None:
@@ -168,7 +189,8 @@ class _ReadAhead:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="im2rec-read")
         self._next = (pos, self._pool.submit(self._read, pos))
 
-    def read(self, pos: int) -> Any:
+    def read(self, pos: int) -> tuple[Any, _Walked | None]:
+        """The block from ``pos``, and its whole records when found as it was read."""
         started, self._next = self._next, None
         if started is not None:
             data = started[1].result()  # (a read not wanted is waited for all the same)
@@ -176,13 +198,15 @@ class _ReadAhead:
                 return data
         return self._read(pos)
 
-    def _read(self, pos: int) -> Any:
+    def _read(self, pos: int) -> tuple[Any, _Walked | None]:
         n = max(0, min(self.block, self.buf.size - pos))
         if type(self.buf) is not FileView:
-            return self.buf.read(pos, n)
+            return self.buf.read(pos, n), None
         if len(self._buffers) < 2:
-            self._buffers.append(bytearray(self.block))
-        view = memoryview(self._buffers[self._turn % len(self._buffers)])[:n]
+            self._buffers.append((bytearray(self.block), np.empty(self.room, np.int64),
+                                  np.empty(self.room, HEADER_FIELDS)))  # fmt: skip
+        data, heads, fields = self._buffers[self._turn % len(self._buffers)]
+        view = memoryview(data)[:n]
         self._turn += 1
         got = 0
         while got < n:
@@ -190,7 +214,10 @@ class _ReadAhead:
             if not more:
                 raise self.buf._shrunk(pos + got)
             got += more
-        return view
+        if _native is None:
+            return view, None
+        count, stop = _native(view, 0, heads, fields)
+        return view, _Walked(count, stop, heads, fields)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .runs import runs
+
 __all__ = [
     "CORNER_RANGE",
     "MAX_CLASS",
@@ -154,12 +156,15 @@ class Group(NamedTuple):
     """Objects of labels of one layout: row ``k`` of ``objects`` belongs to
     label ``owner[k]``; ``low`` and ``high`` are each column's smallest and
     largest value (NaN where one is NaN), for quick answers about them all,
-    or None for a group of a few objects."""
+    or None for a group of a few objects; ``kept`` is :func:`kept` of the
+    objects. The objects of a large group are in column order (Fortran's:
+    a column is contiguous, as the rules and the statistics read them)."""
 
     owner: np.ndarray
     objects: np.ndarray
     low: np.ndarray | None
     high: np.ndarray | None
+    kept: np.ndarray
 
 
 #: objects from which a group's column bounds are worked out (for fewer,
@@ -170,8 +175,7 @@ _BOUNDED = 256
 def _bounds(objects: np.ndarray) -> tuple[Any, Any]:
     if not len(objects) or len(objects) < _BOUNDED:
         return None, None
-    columns = np.ascontiguousarray(objects.T)  # (each column's reduction in one run)
-    return columns.min(axis=1), columns.max(axis=1)
+    return objects.min(axis=0), objects.max(axis=0)
 
 
 def _first_by_owner(owner: np.ndarray, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,24 +224,17 @@ def check(labels: Labels) -> tuple[Faults, list[Group]]:
         if len(chosen) == 1:  # (a label alone: its objects are a slice)
             start = int(starts[chosen[0]]) + pa
             objects = values[start : start + int(rows[0]) * pb].reshape(-1, pb)
-            owner = np.repeat(chosen, rows)
-        elif len(chosen) == len(n) and _packed(starts, n, size):
-            # (every label, one after another: the objects are all but the headers)
-            keep = np.ones(size, bool)
-            keep[(starts[:, None] + np.arange(pa)).reshape(-1)] = False
-            objects = values[keep].reshape(-1, pb)
-            owner = np.repeat(chosen, rows)
         else:
-            total = int(rows.sum())
-            before = np.repeat(np.cumsum(rows) - rows, rows)
-            first_value = np.repeat(starts[chosen] + pa, rows) + pb * (np.arange(total) - before)
-            objects = values[first_value[:, None] + np.arange(pb)]
-            owner = np.repeat(chosen, rows)
+            objects = runs(values, starts[chosen] + pa, rows * pb)[0].reshape(-1, pb)
+        if len(objects) >= _BOUNDED:  # (each column's work in one contiguous run)
+            objects = np.asfortranarray(objects)
+        owner = np.repeat(chosen, rows)
         low, high = _bounds(objects)
-        groups.append(Group(owner, objects, low, high))
+        keep = kept(objects)
+        groups.append(Group(owner, objects, low, high, keep))
         fine = code[owner] == 0 if code.any() else True
         some = low is not None
-        classes = _classes_ok(objects[:, 0], kept(objects), low[0] if some else None,
+        classes = _classes_ok(objects[:, 0], keep, low[0] if some else None,
                               high[0] if some else None)  # fmt: skip
         corners = _corners_ok(objects[:, 1:5], low[1:5] if some else None,
                               high[1:5] if some else None)  # fmt: skip
@@ -251,12 +248,6 @@ def check(labels: Labels) -> tuple[Faults, list[Group]]:
                 at[owners] = first - _first_row(owner, owners)
                 fine = code[owner] == 0
     return Faults(code, at, a, b), groups
-
-
-def _packed(starts: np.ndarray, counts: np.ndarray, size: int) -> bool:
-    """Whether the labels fill their values, one after another."""
-    return bool(starts[0] == 0 and (starts[1:] == (starts + counts)[:-1]).all()
-                and starts[-1] + counts[-1] == size)  # fmt: skip
 
 
 def _first_row(owner: np.ndarray, owners: np.ndarray) -> np.ndarray:

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 
 from im2rec import native
 from im2rec.recordio import RecordReader, blocks, frame, pack
+from im2rec.recordio import runs as runs_module
 from im2rec.recordio.blocks import Block, _whole_frames, walk_blocks, whole_frames
 from im2rec.recordio.codec import MAGIC_BYTES
 from im2rec.recordio.header import IRHeader
+from im2rec.recordio.runs import runs
 from im2rec.recordio.walking import Damage, header_at, walk_records
 
 payloads = st.one_of(
@@ -76,6 +78,8 @@ def test_blocks_hold_the_records_the_walk_finds(
             if isinstance(item, Block):  # the header fields read on arrays are the headers
                 assert len(item.heads) <= most
                 fields = item.header_fields()  # (while the block's buffer is its own)
+                again = Block(item.data, item.base, item.heads).header_fields()  # (numpy's)
+                assert fields.tobytes() == again.tobytes()
                 for row, h in zip(fields, item.heads.tolist(), strict=True):
                     header = header_at(buf, item.base + h, len(data), reader.name)
                     assert (int(row["flag"]), int(row["id"])) == (header.flag, header.id)
@@ -130,7 +134,7 @@ def test_a_file_of_one_large_record(tmp_path: Path) -> None:
     st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=8),
 )
 def test_the_c_gather_is_the_numpy_gather(data: bytes, runs: list[tuple[int, int]]) -> None:
-    if blocks._gather is None:
+    if runs_module._gather is None:
         pytest.skip("the C extension is not built")
     words = len(data) // 4
     runs = [(4 * (a % words), min(n, words - a % words)) for a, n in runs]
@@ -139,11 +143,49 @@ def test_the_c_gather_is_the_numpy_gather(data: bytes, runs: list[tuple[int, int
     block = Block(data, 0, np.zeros(0, np.int64))
     got = block.values(first, counts)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(blocks, "_gather", None)
+        mp.setattr(runs_module, "_gather", None)
         want = block.values(first, counts)
     assert np.array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
     assert np.array_equal(got[1], want[1])
     if runs:  # a run past the end, or more than out holds, is refused before a copy
         out = np.zeros(int(counts.sum()), "<f4")
         with pytest.raises(ValueError, match="outside the data"):
-            blocks._gather(data, first + 4 * words, counts + 1, out)
+            runs_module._gather(data, first + 4 * words, counts + 1, out)
+
+
+@given(
+    st.lists(st.integers(-1000, 1000), max_size=60),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=8),
+    st.sampled_from([np.float32, np.float64, np.int32]),
+)
+def test_runs_of_any_array_are_its_slices(
+    values: list[int], spans: list[tuple[int, int]], dtype: type
+) -> None:
+    """runs() copies slices, of any dtype (C for 4-byte values, else numpy)."""
+    array = np.asarray(values, dtype)
+    size = len(array)
+    spans = [(a % size, min(n, size - a % size)) if size else (0, 0) for a, n in spans]
+    first = np.asarray([a for a, _ in spans], np.int64)
+    counts = np.asarray([n for _, n in spans], np.int64)
+    got, starts = runs(array, first, counts)
+    want = [array[a : a + n] for a, n in spans]
+    assert got.dtype == array.dtype
+    assert np.array_equal(got, np.concatenate(want) if want else np.empty(0, dtype))
+    assert starts.tolist() == (np.cumsum(counts) - counts).tolist()
+
+
+@given(st.binary(max_size=300), st.integers(0, 40))
+def test_the_c_walk_copies_the_header_fields_numpy_reads(data: bytes, room: int) -> None:
+    """whole_frames' copy of each record's header fields is what
+    Block.header_fields reads with numpy (zeros past the end)."""
+    walk = getattr(native.load("words"), "whole_frames", None)
+    if walk is None:
+        pytest.skip("the C extension is not built")
+    heads = np.zeros(room, np.int64)
+    fields = np.zeros(room, blocks.HEADER_FIELDS)
+    count, stop = walk(data, 0, heads, fields)
+    assert (count, stop) == whole_frames(data, 0, np.zeros(room, np.int64))
+    want = Block(data, 0, heads[:count]).header_fields()
+    assert fields[:count].tobytes() == want.tobytes()
+    with pytest.raises(ValueError, match="32 bytes"):
+        walk(data, 0, np.zeros(2, np.int64), np.zeros(1, blocks.HEADER_FIELDS))

@@ -142,7 +142,8 @@ def test_a_batch_says_of_each_label_what_problem_says(
         assert (alone is None) == (code == 0)
         if alone is not None:
             assert next(said) == alone
-    for owner, rows, _, _ in groups:  # every good label's objects, as read_label reads them
+    for owner, rows, _, _, keep in groups:  # every good label's objects, as read_label reads them
+        assert np.array_equal(keep, kept(rows))
         for i in np.flatnonzero(faults.code == 0).tolist():
             if (owner == i).any():
                 assert np.array_equal(rows[owner == i], read_label(labels[i]).objects)
@@ -163,6 +164,6 @@ def test_a_batch_of_one_layout_reads_each_labels_objects(
     faults, groups = check(batch)
     verdicts = [problem(v) is None for v in labels]
     assert (faults.code == 0).tolist() == verdicts
-    ((owner, objects, _, _),) = groups
+    ((owner, objects, _, _, _),) = groups
     for i, label in enumerate(labels):
         assert np.array_equal(objects[owner == i], read_label(label).objects)
