@@ -14,7 +14,7 @@ import numpy as np
 from .. import native
 from ..imaging.codec import Crop, Upright, opencv_mode
 from ..imaging.regions import decode_planned
-from .augment import geometry
+from .augment import fused, geometry
 from .augment.color import from_hls, to_hls
 from .augment.detection import DetAugmenter, DetPlan
 from .augment.seeding import process_rng
@@ -39,7 +39,9 @@ def draw(
     extra...``); the plan (its boxes the sample's, normalised to the drawn
     image) is returned. Only the window the plan shows is decoded, at a
     reduced DCT scale when it shrinks at least 2x; nothing, when only
-    padding shows."""
+    padding shows. A JPEG window that fills ``out`` with no colour change
+    is resampled and normalised in one pass (:mod:`.augment.fused`, the
+    same bytes as the general path)."""
     interp = geometry.pick_interp(aug.inter_method, rng)
 
     def plan(width: int, height: int) -> Crop:
@@ -49,9 +51,20 @@ def draw(
         size = (p.part[2] - p.part[0], p.part[3] - p.part[1])
         return Crop(p.box, size, interp(p.old_size, p.size), p)
 
-    im, crop = decode_planned(payload, _COLOR[aug.channels], plan)
+    color = _COLOR[aug.channels]
+    decided = fused.window(payload, color, plan)  # (a JPEG's window, four bytes a pixel)
+    got = None
+    if decided is None:
+        im, crop = decode_planned(payload, color, plan)
+    else:
+        (crop, got), im = decided, None
     p: DetPlan = crop.note
     k, mk = aug.coefficients()
+    if got is not None:
+        if p.part == (0, 0, out.shape[2], out.shape[1]) and not any(p.colour):
+            fused.render(got, out, k, mk, p.flip)  # resampled and normalised in one pass
+            return p
+        im = got.finish(opencv_mode(got.image(), color))
     width, height = p.size
     if p.part != (0, 0, out.shape[2], out.shape[1]):
         for c in range(out.shape[0]):

@@ -4,7 +4,9 @@ the decoder's pixels.
 
 This is :meth:`Augmenter.write <im2rec.training.augment.Augmenter.write>` for float32
 (or uint8) output without photometric changes, a mean image or random contrast and
-illumination, on JPEG data the region decoder takes. The general path
+illumination, on JPEG data the region decoder takes; the detection draw
+(:mod:`im2rec.training.detdraw`) takes the same :func:`window` and :func:`render`
+for a sample its window fills. The general path
 decodes into a Pillow image, makes an ``(H, W, C)`` array of it and
 normalises that with three numpy passes over a strided view; here the
 decoder writes four-byte RGBX pixels, and :mod:`im2rec.imaging._tensor`
@@ -41,7 +43,17 @@ _tensor: Any = native.load("tensor")
 # (None: no region decoder; the crop's batch is in it, using _tensor's C table)
 _jpeg: Any = native.load("jpeg") if _tensor is not None else None
 
-__all__ = ["CropPlan", "Writer", "available", "codec_error", "crop", "crop_plan", "write"]
+__all__ = [
+    "CropPlan",
+    "Writer",
+    "available",
+    "codec_error",
+    "crop",
+    "crop_plan",
+    "render",
+    "window",
+    "write",
+]
 
 
 def _ours() -> frozenset[Image.Resampling]:
@@ -277,26 +289,41 @@ def write(
     channel (``uint8``: the pixels), mirrored when ``flip``; False, with
     ``plan`` not called, where the region decoder does not apply (the caller
     takes the general path)."""
-    if payload[:3] != b"\xff\xd8\xff":
-        return False
-    decided = jpeg.window(payload, color, plan, rgbx=True)
+    decided = window(payload, color, plan)
     if decided is None:
         return False
     got = decided[1]
     assert got is not None  # (the Augmenter's crops always show the image)
+    render(got, out, k, mk, flip)
+    return True
+
+
+def window(
+    payload: bytes | memoryview, color: int, plan: Plan
+) -> tuple[Any, jpeg.Window | None] | None:
+    """The plan's crop and the JPEG window it needs, decoded as
+    :func:`render` takes it (four-byte pixels); None, with ``plan`` not
+    called, where the region decoder does not apply."""
+    if _tensor is None or payload[:3] != b"\xff\xd8\xff":
+        return None
+    return jpeg.window(payload, color, plan, rgbx=True)
+
+
+def render(got: jpeg.Window, out: np.ndarray, k: list[float], mk: list[float], flip: bool) -> None:
+    """:func:`write`'s output from a decoded window: resampled to ``out``'s
+    size, normalised (or, ``uint8``, split into planes) and mirrored."""
     step = 1 if got.mode == "L" else 4
     width, height = got.size
     if got.cut is not None:  # the crop is cut from the decoder's rows as they are
         pixels, row, left = got.pixels, got.width * step, got.cut
     elif got.method in _OURS and _resample(got, out, k, mk, flip):
-        return True  # resampled and written in one pass
+        return  # resampled and written in one pass
     else:
         pixels, row, left = _pixels(got.finish(got.image())), width * step, 0
     if out.dtype == np.uint8:  # the pixels as they are (normalised later, on the device)
         _tensor.split(out, pixels, row, step, left, 0, width, height, out.shape[0], flip)
     else:
         _tensor.normalise(out, pixels, row, step, left, 0, width, height, out.shape[0], k, mk, flip)
-    return True
 
 
 def _resample(
