@@ -78,8 +78,9 @@ class BoxStats:
         classes, sized = [], []
         if images == len(good) and all(group.kept.all() for group in groups):
             # (the usual: every label good and every box kept: no masks)
-            counts = (labels.counts - faults.a) // np.maximum(faults.b, 1)
-            for owner, objects, _, _, _ in groups:
+            counts = np.zeros(len(good), np.int64)
+            for owner, objects, _, _, _ in groups:  # (owner rises: each label's rows in a run)
+                counts += np.diff(np.searchsorted(owner, np.arange(len(good) + 1)))
                 classes.append(objects[:, 0])
                 if self._sized < SIZE_SAMPLE:
                     sized.append((owner, objects))

@@ -129,18 +129,17 @@ def walk_blocks(
             if not 0 <= at < len(data):
                 base, at = pos, 0
                 data, walked = ahead.read(pos)
-            fields = None
             if at == 0 and walked is not None:  # (walked as it was read)
                 count, stop = walked.count, walked.stop
-                out[:count] = walked.heads[:count]
-                fields = walked.fields[:count].copy()
+                heads, fields = walked.heads[:count].copy(), walked.fields[:count].copy()
             else:
                 count, stop = whole_frames(data, at, out)
+                heads, fields = out[:count].copy(), None
             if count:
                 pos = base + stop
-                if count < len(out) and (stop == len(data) or _cut(data, stop)):
+                if count < room and (stop == len(data) or _cut(data, stop)):
                     ahead.start(pos)  # (the next block, read while this one is used)
-                yield Block(data, base, out[:count].copy(), fields)
+                yield Block(data, base, heads, fields)
                 continue
             if at and base + len(data) < size and _cut(data, at):  # (it lies across the end)
                 base = pos
