@@ -146,6 +146,12 @@ def test_the_hugging_face_page_runs_as_printed(tmp_path: Path, start: str) -> No
     out = _run_blocks((ROOT / "docs/huggingface.md").read_text(), tmp_path, start)
     assert "['train', 'validation'] ['birds', 'cats', 'dogs']" in out
     assert "identical" in out
+    # detection as objects (a box in pixels, half the image), multi-label
+    # as lists of class names, and the folder streamed back
+    assert "['cat']\n192 136 [[48.0, 34.0, 96.0, 68.0]] [0]" in out
+    assert "['birds', 'cats', 'dogs'] [" in out
+    assert "['height', 'image', 'image_id', 'objects', 'rec', 'width'] [0]" in out
+    assert "cats_back.rec: 5 records" in out
 
 
 @pytest.mark.parametrize("start", START_METHODS)

@@ -110,6 +110,30 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
 )
 @click.option("--overwrite", is_flag=True, help="parquet: replace the split if it exists.")
 @click.option(
+    "--keep-header",
+    is_flag=True,
+    help="parquet: add the rec column (each record's header and .idx key), so `rec import "
+    "parquet` gives back this very .rec/.idx.",
+)
+@click.option(
+    "--keep-mxnet-label",
+    is_flag=True,
+    help="parquet: add the mxnet_label column (each label as stored), beside a detection "
+    "rec's objects.",
+)
+@click.option("--license", "license_", metavar="ID", help="parquet: the card's license (e.g. mit).")
+@click.option(
+    "--task",
+    type=click.Choice(["classification", "multi-label", "object-detection"]),
+    help="parquet: the card's task [default: from the labels].",
+)
+@click.option("--pretty-name", metavar="NAME", help="parquet: the card's name for the dataset.")
+@click.option(
+    "--description",
+    type=click.Path(dir_okay=False, exists=True),
+    help="parquet: a Markdown file, the card's text.",
+)
+@click.option(
     "--maxcount",
     type=click.IntRange(min=1),
     default=100_000,
@@ -126,7 +150,9 @@ def convert_command(rec: str, layout: str, output: str, overwrite: bool, as_json
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 def export_command(
     rec: str, fmt: str, output: str, split: str, class_map: str | None, overwrite: bool,
-    maxcount: int, maxsize: int | None, as_json: bool, quiet: bool,
+    keep_header: bool, keep_mxnet_label: bool, license_: str | None, task: str | None,
+    pretty_name: str | None, description: str | None, maxcount: int, maxsize: int | None,
+    as_json: bool, quiet: bool,
 ) -> None:  # fmt: skip
     """Write a .rec as WebDataset tar shards, or as a split of a Hugging
     Face dataset folder.
@@ -140,10 +166,13 @@ def export_command(
 
     parquet: OUT/data/SPLIT-NNNNN-of-NNNNN.parquet shards and the dataset
     card OUT/README.md, which datasets.load_dataset(OUT) loads with no
-    script: an image column (the record's bytes unchanged), a label column
-    (class names from the class map) and the record's header, so `rec
-    import parquet` rebuilds the same .rec/.idx. Export each split in turn
-    into one folder.
+    script: an image column (the record's bytes unchanged) and the labels
+    by kind: a label column (ClassLabel with the class map's names, a
+    number, or a list: multi-label as a list of ClassLabel), or for
+    detection image_id, width, height and objects (bbox in pixels as
+    COCO's [x, y, width, height], category, id, area). With --keep-header,
+    `rec import parquet` rebuilds the very .rec/.idx. Export each split in
+    turn into one folder.
 
     \b
     Examples:
@@ -151,15 +180,19 @@ def export_command(
       rec export train.rec --to webdataset -o 's3://b/wds/train-%06d.tar'
       rec export example_train.rec --to parquet -o mydataset --split train
       rec export example_val.rec --to parquet -o mydataset --split validation
+      rec export cats.rec --to parquet -o catboxes --license cc-by-4.0
     """
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         track = bar.track(os.path.basename(rec), total=0, unit="records")
         if fmt == "parquet":
+            from ..formats.hubcard import Card
             from ..formats.parquet import SHARD_BYTES, export_parquet
 
+            card = Card(license_, task, pretty_name, _text(description))
             exported = export_parquet(
                 rec, output, split=split, max_shard_bytes=maxsize or SHARD_BYTES,
-                class_map=class_map, overwrite=overwrite, on_progress=track,
+                class_map=class_map, overwrite=overwrite, keep_header=keep_header,
+                keep_mxnet_label=keep_mxnet_label, card=card, on_progress=track,
             )  # fmt: skip
         else:
             from ..formats.wds_export import export_webdataset
@@ -202,6 +235,14 @@ def export_command(
     show_default=True,
     help="parquet: the split to import from a dataset folder.",
 )
+@click.option("--config", metavar="NAME", help="parquet: the dataset folder's config to import.")
+@click.option("--image-column", metavar="NAME", help="parquet: the image column [default: found].")
+@click.option("--label-column", metavar="NAME", help="parquet: the label column [default: found].")
+@click.option(
+    "--objects-column",
+    metavar="NAME",
+    help="parquet: a detection column (bbox in pixels, category) [default: found].",
+)
 @click.option("--overwrite", is_flag=True, help="Replace PREFIX.rec/.idx if they exist.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
@@ -211,6 +252,10 @@ def import_command(
     output: str,
     label_key: str | None,
     split: str,
+    config: str | None,
+    image_column: str | None,
+    label_column: str | None,
+    objects_column: str | None,
     overwrite: bool,
     as_json: bool,
     quiet: bool,
@@ -225,24 +270,28 @@ def import_command(
     ids counted from 0; samples without either are skipped and listed in
     PREFIX.import-skipped.tsv.
 
-    parquet: SOURCE is a dataset folder (its data/SPLIT-*.parquet shards,
-    --split picks which) or Parquet files (globs allowed, e.g. those
-    datasets keeps in its cache). A folder `rec export --to parquet` wrote
-    gives back the very .rec/.idx; other files need an image column and a
-    label column, and get ids counted from 0.
+    parquet: SOURCE is a dataset folder (the split's files as its card's
+    configs or the Hub's naming say: --split, --config) or Parquet files
+    (globs allowed). The image column and the labels are found from the
+    features (the first Image; a ClassLabel or list of them; a detection
+    column of bbox and category, which becomes detection labels), or named.
+    ClassLabel names become PREFIX.classes.tsv. A folder `rec export --to
+    parquet --keep-header` wrote gives back the very .rec/.idx; other rows
+    get ids counted from 0.
 
     \b
     Examples:
       rec import webdataset 'shards/train-{000000..000009}.tar' -o train
       rec import webdataset shards/*.tar -o train --label-key class_id
       rec import parquet mydataset --split validation -o val
+      rec import parquet cifar10 --config plain_text -o cifar_train
     """
     from ..formats.shards import expand_shards
 
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         make_parent(output)
         try:
-            names = _parquet_sources(shards, split) if fmt == "parquet" else \
+            names = _parquet_sources(shards, split, config) if fmt == "parquet" else \
                 expand_shards(list(shards))  # fmt: skip
         except MissingFileError as exc:  # a shard named on the command line: a usage mistake
             raise click.UsageError(str(exc)) from None
@@ -250,7 +299,9 @@ def import_command(
             from ..formats.parquet_import import import_parquet
 
             track = bar.track(f"{len(names)} file(s)", total=0, unit="records")
-            imported = import_parquet(names, output, overwrite=overwrite, on_progress=track)
+            imported = import_parquet(names, output, overwrite=overwrite,
+                                      image_column=image_column, label_column=label_column,
+                                      objects_column=objects_column, on_progress=track)  # fmt: skip
         else:
             from ..formats.wds_import import import_webdataset
 
@@ -258,9 +309,13 @@ def import_command(
             result = import_webdataset(names, output, label_key=label_key, overwrite=overwrite,
                                        on_progress=track)  # fmt: skip
     if fmt == "parquet":
+        classes = f" + {imported.classes}" if imported.classes else ""
         _say(imported, as_json, quiet,
-             f"{len(names)} Parquet file(s) -> [bold]{imported.rec}[/] + {imported.idx}: "
-             f"{count_text(imported.records, 'record')}")  # fmt: skip
+             f"{len(names)} Parquet file(s) -> [bold]{imported.rec}[/] + {imported.idx}{classes}: "
+             f"{count_text(imported.records, 'record')} (columns: "
+             f"{', '.join(imported.columns.values())})")  # fmt: skip
+        if imported.classes_note:
+            err_console().print(f"[yellow]{imported.classes_note}[/]")
         return
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
@@ -287,23 +342,32 @@ def _say(result: Any, as_json: bool, quiet: bool, text: str) -> None:
         out_console().print(text, markup=True)
 
 
-def _parquet_sources(sources: tuple[str, ...], split: str) -> list[str]:
+def _text(path: str | None) -> str | None:
+    """The text of the file at ``path`` (UTF-8; at most 1 MiB), or None."""
+    if path is None:
+        return None
+    from ..errors import DatasetError
+
+    with open(path, "rb") as f:
+        data = f.read((1 << 20) + 1)
+    if len(data) > 1 << 20:
+        raise DatasetError(f"{path}: a description of more than 1 MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start:,})") from None
+
+
+def _parquet_sources(sources: tuple[str, ...], split: str, config: str | None) -> list[str]:
     """The Parquet files ``rec import parquet`` reads: a dataset folder's
-    shards of ``split``, or the files (and globs) given, in order."""
-    from ..formats.hubcard import split_files, split_names
+    files of ``split``, or the files (and globs) given, in order."""
+    from ..formats.hubfolders import dataset_files
     from ..formats.shards import expand_shards
 
     names: list[str] = []
     for source in sources:
         if os.path.isdir(source):
-            found = split_files(os.path.join(source, "data"), split)
-            if not found:
-                splits = split_names(os.path.join(source, "data"))
-                there = f"its splits: {', '.join(splits)}" if splits else "it holds no shards"
-                raise MissingFileError(
-                    f"{source}: no data/{split}-*.parquet shards in it; {there} (--split)"
-                )
-            names += [str(p) for p in found]
+            names += [str(p) for p in dataset_files(source, split, config)]
         else:
             names += expand_shards([source])
     return names

@@ -41,7 +41,7 @@ def jpeg_frame(data: bytes | memoryview) -> tuple[int, int, int] | None:
     return None
 
 
-def image_size(data: bytes) -> tuple[int, int] | None:
+def image_size(data: bytes | memoryview) -> tuple[int, int] | None:
     """``(height, width)`` of an image as stored (EXIF orientation not
     applied), from its header: JPEG and PNG directly, other formats through
     Pillow (header only); None when it is not a readable image."""
@@ -53,7 +53,7 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     from ..imaging.codec import DECODE_ERRORS, open_image
 
     try:
-        with open_image(data) as im:
+        with open_image(bytes(data)) as im:
             return im.height, im.width
     except DECODE_ERRORS:  # (Im2RecError among them)
         return None

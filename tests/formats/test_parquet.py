@@ -18,7 +18,7 @@ from PIL import Image
 
 from im2rec.errors import ConfigError, DatasetError
 from im2rec.formats import parquet
-from im2rec.formats.hubcard import split_files
+from im2rec.formats.hubfolders import split_files
 from im2rec.formats.parquet import export_parquet
 from im2rec.formats.parquet_import import import_parquet
 from im2rec.recordio import IndexedRecordReader, unpack
@@ -51,7 +51,7 @@ def example(tmp_path: Path) -> Path:
 def test_datasets_loads_every_split_with_its_features(example: Path) -> None:
     for rec, split in (("ex_train.rec", "train"), ("ex_val.rec", "validation")):
         done = rec_cli("export", rec, "--to", "parquet", "-o", "hub", "--split", split,
-                       "--maxsize", "30000", "--json", cwd=example)  # fmt: skip
+                       "--maxsize", "30000", "--keep-header", "--json", cwd=example)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["label"] == "class"
     ds = datasets.load_dataset(str(example / "hub"))
@@ -96,7 +96,7 @@ def test_the_card_carries_names_yaml_would_misread(example: Path) -> None:
 
 def test_round_trip_is_byte_identical(mixed: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 4)  # several row groups a shard
-    result = export_parquet(mixed, tmp_path / "hub", max_shard_bytes=8000)
+    result = export_parquet(mixed, tmp_path / "hub", max_shard_bytes=8000, keep_header=True)
     assert result.label == "list" and len(result.shards) > 1
     assert pq.ParquetFile(result.shards[0]).num_row_groups >= 1
     assert sum(pq.ParquetFile(s).num_row_groups for s in result.shards) > len(result.shards)
@@ -113,14 +113,14 @@ def test_without_proc_the_shards_are_written_through_a_python_file(
     monkeypatch.setattr(
         parquet.os.path, "exists", lambda p: not str(p).startswith("/proc/") and real(p)
     )
-    result = export_parquet(mixed, tmp_path / "hub")
+    result = export_parquet(mixed, tmp_path / "hub", keep_header=True)
     import_parquet(result.shards, tmp_path / "back")
     assert (tmp_path / "back.rec").read_bytes() == mixed.read_bytes()
 
 
 def test_a_folder_and_its_split_through_the_command(example: Path) -> None:
     assert rec_cli("export", "ex_val.rec", "--to", "parquet", "-o", "hub", "--split", "validation",
-                   "-q", cwd=example).returncode == 0  # fmt: skip
+                   "--keep-header", "-q", cwd=example).returncode == 0  # fmt: skip
     again = rec_cli("export", "ex_val.rec", "--to", "parquet", "-o", "hub", "--split",
                     "validation", cwd=example)  # fmt: skip
     assert again.returncode == 1 and "already exists; pass --overwrite" in again.stderr
@@ -131,7 +131,8 @@ def test_a_folder_and_its_split_through_the_command(example: Path) -> None:
     assert json.loads(done.stdout)["records"] == len(IndexedRecordReader(example / "ex_val.rec"))
     assert (example / "back.rec").read_bytes() == (example / "ex_val.rec").read_bytes()
     missing = rec_cli("import", "parquet", "hub", "--split", "test", "-o", "t", cwd=example)
-    assert missing.returncode == 2 and "no data/test-*.parquet" in missing.stderr
+    assert missing.returncode == 2 and "no Parquet files of split 'test'" in missing.stderr
+    assert "its splits: validation (--split)" in missing.stderr
 
 
 def test_parquet_that_datasets_wrote_is_imported(tmp_path: Path) -> None:
@@ -162,7 +163,7 @@ def test_bad_sources_and_options_are_named(tmp_path: Path, mixed: Path) -> None:
     with pytest.raises(ConfigError, match="split 'a/b'"):
         export_parquet(mixed, tmp_path / "hub", split="a/b")
     datasets.Dataset.from_dict({"text": ["x"]}).to_parquet(str(tmp_path / "text.parquet"))
-    with pytest.raises(DatasetError, match="no 'image' and 'label' columns"):
+    with pytest.raises(DatasetError, match="no image column"):
         import_parquet([str(tmp_path / "text.parquet")], tmp_path / "t")
     assert not (tmp_path / "t.rec").exists()
     import pyarrow as pa
@@ -197,7 +198,16 @@ def test_a_damaged_parquet_file_is_one_line(tmp_path: Path, mixed: Path, monkeyp
 
 @pytest.mark.parametrize(
     ("labels", "kind"),
-    [([1.0, 2.0, 2.5], "float"), ([1.0, 2.0, [3.0, 4.0]], "list"), ([3.0, 1.0, 0.0], "int")],
+    [
+        ([1.0, 2.0, 2.5], "float"),
+        ([1.0, 2.0, [3.0, 4.0]], "multi"),
+        ([1.0, 2.0, [3.5, 4.0]], "list"),
+        ([3.0, 1.0, 0.0], "int"),
+        ([[4, 5, 30, 20, 1, 0.1, 0.1, 0.5, 0.5], [2.0, 1.0], 3.0], "list"),
+        ([[4, 5, 30, 20, 1, 0.1, 0.1, 0.5, 0.5], [2.0, 1.0], [4, 5, 9, 9, 0, 0, 0, 1, 1]], "list"),
+        ([[4, 5, 30, 20, 1, 0.1, 0.1, 0.5, 0.5], [4, 6, 9, 9, 0, 0, 0, 1, 1, 1]], "detection"),
+    ],
+    # fmt: skip
 )
 def test_a_later_label_widens_the_column(tmp_path: Path, labels: list, kind: str) -> None:
     """The column is guessed from the first record and the export starts
@@ -210,8 +220,8 @@ def test_a_later_label_widens_the_column(tmp_path: Path, labels: list, kind: str
         for i, label in enumerate(labels):
             flag = len(label) if isinstance(label, list) else 0
             w.write_key(i, pack((flag, label, i, 0), image("JPEG", i)))
-    result = export_parquet(tmp_path / "w.rec", tmp_path / "hub")
-    assert result.label == kind and result.rows == 3
+    result = export_parquet(tmp_path / "w.rec", tmp_path / "hub", keep_header=True)
+    assert result.label == kind and result.rows == len(labels)
     assert [p.name for p in (tmp_path / "hub" / "data").iterdir()] == [
         "train-00000-of-00001.parquet"
     ]  # (nothing left of the first try)
@@ -224,4 +234,4 @@ def test_a_mistyped_split_names_the_ones_there(tmp_path: Path, mixed: Path) -> N
     export_parquet(mixed, tmp_path / "hub", split="validation")
     done = rec_cli("import", "parquet", "hub", "--split", "valid", "-o", "x", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert "no data/valid-*.parquet shards in it; its splits: train, validation" in done.stderr
+    assert "split 'valid' in config 'default'; its splits: train, validation" in done.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from im2rec.errors import DatasetError, OutputError
-from im2rec.formats.hubcard import split_files
+from im2rec.formats.hubfolders import split_files
 from im2rec.formats.parquet import export_parquet
 from im2rec.recordio import IndexedRecordWriter, pack
 
@@ -202,3 +202,41 @@ def test_a_fifo_is_refused_at_once_and_leaves_nothing(tmp_path: Path) -> None:
         assert done.returncode == 1, done.stderr
         assert "fifo.parquet: not a regular file (a FIFO, device or socket)" in done.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.parquet", good.name]
+
+
+def detection_table(path: Path, rows: int, group: int) -> Path:
+    """A cppe-5-style table of ``rows`` rows in row groups of ``group``:
+    each image a JPEG header 40 x 30 pixels big, two boxes."""
+    import numpy as np
+
+    frame = b"\xff\xd8\xff\xc0\x00\x11\x08\x00\x1e\x00\x28\x03" + bytes(9)
+    images = pa.array([frame] * rows, pa.binary())
+    offsets = pa.array(np.arange(0, 2 * rows + 1, 2, dtype=np.int32))
+    boxes = pa.FixedSizeListArray.from_arrays(
+        pa.array(np.tile(np.array([1, 2, 10, 5, 20, 10, 10, 10], np.float32), rows)), 4
+    )
+    objects = pa.StructArray.from_arrays(
+        [pa.ListArray.from_arrays(offsets, pa.array(np.tile([0, 1], rows))),
+         pa.ListArray.from_arrays(offsets, boxes)], names=["category", "bbox"],
+    )  # fmt: skip
+    table = pa.table({"image": images, "objects": objects})
+    pq.write_table(table, path, row_group_size=group, compression="none", use_dictionary=False)
+    return path
+
+
+@pytest.mark.slow
+def test_a_million_row_detection_table_imports_in_bounded_memory(tmp_path: Path) -> None:
+    """Rows are decoded and written a batch at a time, even from one row
+    group of a million rows: the peak does not follow the table's rows."""
+    import numpy as np
+
+    source = detection_table(tmp_path / "det.parquet", 1_000_000, 1_000_000)
+    grown = peak_growth(f"import_parquet([{str(source)!r}], {str(tmp_path / 'out')!r})")
+    assert grown < 100, f"{grown:.0f} MB to import a million rows"
+    from im2rec.recordio import IndexedRecordReader, unpack
+
+    reader = IndexedRecordReader(tmp_path / "out.rec")
+    assert len(reader) == 1_000_000
+    header, _ = unpack(reader.read_key(999_999))
+    want = [4, 5, 40, 30, 0, 1 / 40, 2 / 30, 11 / 40, 7 / 30, 1, 20 / 40, 10 / 30, 30 / 40, 20 / 30]
+    assert header.label.tobytes() == np.array(want, np.float32).tobytes()
