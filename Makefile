@@ -20,7 +20,12 @@ $(VENV)/.installed: pyproject.toml constraints/dev.txt scripts/install-pillow-si
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	@# pinned by constraints/dev.txt (make lock): no resolver search, ~50 s instead of ~3 min
-	$(BIN)/python -m pip install --quiet -c constraints/dev.txt -e '.[dev,dask,remote,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints/dev.txt -e '.[dev,dask,remote,docs,browse]'
+	@# rec browse's browser test drives Debian's chromium (never a downloaded browser);
+	@# where it cannot be installed, that test says so and is skipped
+	@command -v chromium > /dev/null || apt-get install -y --no-install-recommends chromium > /dev/null \
+		|| { apt-get update > /dev/null && apt-get install -y --no-install-recommends chromium > /dev/null; } \
+		|| echo "chromium not installed: the rec browse page test will be skipped"
 	@# The loader tests run a real torch DataLoader (skipped without torch), torchdata's
 	@# StatefulDataLoader for the resume tests, and torchvision's tv_tensors and a detector
 	@# for the detection tests. torchvision 0.29.1 loads only beside its own torch (2.14.1,
@@ -47,7 +52,7 @@ lock: ## Refresh constraints/dev.txt, the pinned versions make install uses
 	rm -rf build/lock-venv
 	$(PYTHON) -m venv build/lock-venv
 	build/lock-venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	build/lock-venv/bin/python -m pip install --quiet '.[dev,dask,remote,docs]'
+	build/lock-venv/bin/python -m pip install --quiet '.[dev,dask,remote,docs,browse]'
 	{ sed -n '1,/^# Runtime/p' constraints/dev.txt; \
 	  build/lock-venv/bin/python -m pip freeze --exclude-editable | grep -iv '^im2rec'; } > constraints/dev.txt.new
 	mv constraints/dev.txt.new constraints/dev.txt
@@ -189,7 +194,7 @@ format: $(VENV)/.installed ## Apply ruff's formatting and safe fixes
 
 # Those that run the MXNet reference get its interpreter.
 MX_BENCHES := bench_recordio.py bench_list.py bench_pack.py bench_loader.py bench_detection.py bench_scale.py
-OWN_BENCHES := bench_annotations.py bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_mixture.py bench_stream.py bench_native.py
+OWN_BENCHES := bench_browse.py bench_annotations.py bench_inspect.py bench_distributed.py bench_imagenet.py bench_remote.py bench_convert.py bench_parquet.py bench_mixture.py bench_stream.py bench_native.py
 
 # Every benchmark runs (a miss does not hide the others' numbers); the target
 # fails at the end if any missed a live target or its outputs differed.

@@ -68,6 +68,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 #: command name -> "module:attribute"; imported only when that command runs,
 #: so `rec verify` does not pay for Pillow and the process pool.
 COMMANDS = {
+    "browse": ".browse_cmd:browse_command",
     "export": ".formats_cmd:export_command",
     "imagenet": ".imagenet_cmd:imagenet_command",
     "import": ".formats_cmd:import_command",

@@ -185,6 +185,10 @@ def test_cifar10_shaped_snapshot_imports_with_its_class_names(tmp_path: Path) ->
     assert "0 airplane: 2, 1 automobile: 2, 2 bird: 2" in info.stdout
     got = records(tmp_path / "cifar.rec")
     assert [p for _, p in got] == images and [h.label for h, _ in got] == [0, 2, 1, 1, 0, 2]
+    # a downloaded file named by its hash, as datasets' download cache keeps it
+    raw = rec_cli("import", "parquet", str(blobs / "1f2e"), "-o", "raw", "-q", cwd=tmp_path)
+    assert raw.returncode == 0, raw.stderr
+    assert (tmp_path / "raw.rec").read_bytes() == (tmp_path / "cifar.rec").read_bytes()
     wrong = rec_cli("import", "parquet", str(snap), "-o", "x", "--image-column", "image",
                     cwd=tmp_path)  # fmt: skip
     assert wrong.returncode == 1 and "no column 'image' (--image-column); it has img, label" in (
