@@ -83,8 +83,9 @@ class Browsed:
         header, payload = unpack(self.reader[i])
         return header, payload
 
-    def describe(self, i: int) -> dict[str, Any]:
-        """What the grid and the record view show of record ``i``."""
+    def describe(self, i: int, detail: bool = False) -> dict[str, Any]:
+        """What the grid shows of record ``i``; with ``detail``, the record
+        view's too (its EXIF orientation: the image opened)."""
         try:
             header, payload = self.header(i)
         except Im2RecError as exc:
@@ -101,7 +102,8 @@ class Browsed:
         size = image_size(payload)
         out["pixels"] = None if size is None else [size[1], size[0]]
         out["names"], out["boxes"], out["broken"] = self._label(header.flag, values)
-        out["orientation"] = self.orientation(payload) if size is not None else None
+        if detail:
+            out["orientation"] = self.orientation(payload) if size is not None else None
         return out
 
     def _label(self, flag: int, values: list[float]) -> tuple[list[str], list[Any], str | None]:

@@ -142,7 +142,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
         ds = dataset(request)
         i = _number(request, "i", 0, ds.count - 1, 0)
         loop = asyncio.get_running_loop()
-        return web.json_response(await loop.run_in_executor(pool, ds.describe, i))
+        return web.json_response(await loop.run_in_executor(pool, ds.describe, i, True))
 
     async def thumb(request: web.Request) -> web.StreamResponse:
         ds = dataset(request)

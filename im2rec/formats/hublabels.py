@@ -86,10 +86,7 @@ class LabelColumn:
         """Whether every one of ``labels`` (float32) goes in the detection
         columns: a detection label or a header alone, its objects no wider
         than the columns hold, its classes named."""
-        counts = np.fromiter(map(len, labels), np.int64, len(labels))
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        values = np.concatenate(labels) if labels else np.empty(0, np.float32)
-        rows = detection_rows(Labels(values, starts, counts))
+        rows = detection_rows(Labels.of(labels))
         if not rows.good.all() or (not self.extra and bool((rows.b > 5).any())):
             return False
         return self.names is None or rows.top < len(self.names)
@@ -155,16 +152,15 @@ def survey(heads: Iterable[tuple[int, Any]], rec: str, class_map: str | None) ->
         nonlocal multi, multi_top, detection, det_top, extra
         if not batch:
             return
-        counts = np.fromiter(map(len, batch), np.int64, len(batch))
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        values = np.concatenate(batch).astype(np.float32, copy=False)
+        labels = Labels.of(batch)
+        values = labels.values
         if multi:
             ok = _classes(values.astype(np.float64))
             multi = bool(ok.all())
             if multi and len(values):
                 multi_top = max(multi_top, int(values.max()))
         if detection:
-            rows = detection_rows(Labels(values, starts, counts))
+            rows = detection_rows(labels)
             detection = bool(rows.good.all())
             det_top = max(det_top, rows.top)
             extra = extra or bool((rows.b > 5).any())

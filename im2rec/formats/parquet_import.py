@@ -201,10 +201,7 @@ def _boxes(
         labels = hubboxes.labels(found, size[:, 0], size[:, 1], heads, extra)
     except ValueError as exc:
         raise DatasetError(f"{where}: {exc}") from None
-    counts = np.fromiter(map(len, labels), np.int64, len(labels))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    values = np.concatenate(labels) if labels else np.empty(0, np.float32)
-    bad = ~detection_rows(Labels(values, starts, counts)).good  # (the batch at once)
+    bad = ~detection_rows(Labels.of(labels)).good  # (the batch at once)
     if bad.any():
         i = int(np.argmax(bad))
         raise DatasetError(f"{name}: row {first + i:,}: {problem(labels[i])}")

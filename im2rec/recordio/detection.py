@@ -96,6 +96,15 @@ class Labels(NamedTuple):
     starts: np.ndarray
     counts: np.ndarray
 
+    @classmethod
+    def of(cls, rows: Sequence[np.ndarray]) -> Labels:
+        """The labels ``rows`` (float32 arrays), one after another."""
+        counts = np.fromiter(map(len, rows), np.int64, len(rows))
+        starts = np.zeros(len(rows), np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        values = np.concatenate(rows) if len(rows) else np.empty(0, np.float32)
+        return cls(values.astype(np.float32, copy=False), starts, counts)
+
 
 class Faults(NamedTuple):
     """What :func:`check` found of each label: ``code`` 0 for a detection
