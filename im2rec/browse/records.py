@@ -1,8 +1,8 @@
 """A ``.rec`` as ``rec browse`` shows it: records by position, in file
 order or a seeded shuffle (an affine permutation: no array of the file's
 length), each one's header, label, class names and boxes; thumbnails made
-by the shared decoders, kept in a cache bounded in bytes; the class counts
-of one background scan of the headers."""
+by the shared decoders, kept in a cache bounded in bytes; the background
+scan (:mod:`.scanning`) behind the filters and charts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,33 +21,14 @@ from ..imaging.headers import image_extension, image_size
 from ..listing.classmap import class_map_beside, read_class_map
 from ..recordio import IndexedRecordReader, IRHeader, unpack
 from ..recordio.detection import problem
-from ..recordio.runs import runs
+from .scanning import Scanner
 
-__all__ = ["THUMB_CACHE_BYTES", "Browsed", "Scan"]
+__all__ = ["THUMB_CACHE_BYTES", "Browsed"]
 
 #: the bytes of thumbnails a dataset keeps
 THUMB_CACHE_BYTES = 64 << 20
 #: thumbnail sides a request may ask for
 THUMB_SIDES = (64, 96, 128, 160, 192, 256)
-
-
-@dataclass
-class Scan:
-    """What one pass over the headers found: records seen, per class the
-    records holding it, records whose label layout is broken."""
-
-    done: int = 0
-    total: int = 0
-    classes: dict[int, int] = field(default_factory=dict)
-    broken: int = 0
-    finished: bool = False
-    error: str | None = None
-
-    def to_dict(self, names: dict[int, str]) -> dict[str, Any]:
-        return {"done": self.done, "total": self.total, "finished": self.finished,
-                "error": self.error, "broken": self.broken,
-                "classes": [{"label": k, "name": names.get(k, str(k)), "count": n}
-                            for k, n in sorted(self.classes.items())]}  # fmt: skip
 
 
 class Browsed:
@@ -64,13 +44,13 @@ class Browsed:
         self._thumbs: OrderedDict[tuple[int, int], tuple[bytes, str]] = OrderedDict()
         self._thumb_bytes = 0
         self._lock = threading.Lock()
-        self.scan = Scan(total=self.count)
-        self._pairs = (np.empty(0, np.int64), np.empty(0, np.int64))
+        self.scanner = Scanner(self.reader, path)
 
-    def position(self, k: int, seed: int | None) -> int:
-        """The record at place ``k`` of the view: ``k`` itself, or with a
-        seed the affine permutation ``(a k + b) mod n``."""
-        n = self.count
+    def position(self, k: int, seed: int | None, n: int | None = None) -> int:
+        """The place ``k`` of a view of ``n`` (the file's count unless
+        given) takes: ``k`` itself, or with a seed the affine permutation
+        ``(a k + b) mod n``."""
+        n = self.count if n is None else n
         if seed is None or n < 2:
             return k
         rng = np.random.default_rng(seed)
@@ -158,107 +138,6 @@ class Browsed:
                 return upright.orientation
         except DECODE_ERRORS:
             return None
-
-    def run_scan(self, stop: threading.Event) -> None:
-        """One pass over the headers, a block of records at a time on arrays
-        (:func:`~im2rec.recordio.blocks.walk_blocks`, as ``rec info`` reads):
-        per class the records holding it (a record's classes once each),
-        broken detection labels. Kept as two sorted arrays, 16 bytes a
-        (record, class) pair."""
-        from ..recordio.blocks import Block, walk_blocks
-        from ..recordio.walking import header_at
-
-        scan = self.scan
-        offsets = np.asarray(self.reader.index.offsets, np.int64)
-        order = None if bool(np.all(offsets[1:] > offsets[:-1])) else np.argsort(offsets)
-        sorted_offsets = offsets if order is None else offsets[order]
-        pairs: list[tuple[np.ndarray, np.ndarray]] = []
-        try:
-            buf, _ = self.reader.mapping()
-            for item in walk_blocks(self.reader):
-                if stop.is_set():
-                    return
-                if isinstance(item, Block):
-                    heads = item.heads + item.base
-                    fields = item.header_fields()
-                    flags = fields["flag"].astype(np.int64)
-                    labels = fields["label"].astype(np.float64)
-                    many = np.flatnonzero(flags > 0)
-                    values, starts = item.values(item.heads[many] + 32, flags[many])
-                else:
-                    head, nxt = item  # type: ignore[misc]
-                    header = header_at(buf, head, nxt, self.reader.name)
-                    heads = np.array([head], np.int64)
-                    flags = np.array([header.flag], np.int64)
-                    labels = np.array([0.0 if header.flag else float(header.label)])
-                    many = np.flatnonzero(flags > 0)
-                    values = np.asarray(header.label, np.float32).reshape(-1)[: header.flag]
-                    starts = np.zeros(len(many), np.int64)
-                where = np.searchsorted(sorted_offsets, heads).clip(0, max(len(offsets) - 1, 0))
-                known = sorted_offsets[where] == heads if len(offsets) else heads < 0
-                positions = where if order is None else order[where]
-                owner, classes, broken = _classes_of(flags, labels, many, values, starts)
-                scan.broken += broken
-                keep = known[owner]
-                pairs.append((positions[owner[keep]], classes[keep]))
-                scan.done += len(heads)
-                for c, n in zip(*np.unique(classes[keep], return_counts=True), strict=True):
-                    scan.classes[int(c)] = scan.classes.get(int(c), 0) + int(n)
-            position = np.concatenate([p for p, _ in pairs]) if pairs else np.empty(0, np.int64)
-            label = np.concatenate([c for _, c in pairs]) if pairs else np.empty(0, np.int64)
-            sort = np.lexsort((position, label))
-            self._pairs = (label[sort], position[sort])
-            scan.finished = True
-        except Im2RecError as exc:
-            scan.error = str(exc)
-
-    def members(self, label: int) -> np.ndarray | None:
-        """The records holding class ``label``, in index order (None until
-        the scan is done)."""
-        if not self.scan.finished:
-            return None
-        labels, positions = self._pairs
-        low, high = np.searchsorted(labels, [label, label + 1])
-        return positions[low:high]
-
-
-def _classes_of(
-    flags: np.ndarray, labels: np.ndarray, many: np.ndarray, values: np.ndarray,
-    starts: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
-    """``(record, class)`` pairs of a block's records (each pair once) and
-    how many detection labels are broken: a single label that is a class
-    number; a detection label's objects' classes; a multi-label record's
-    class numbers."""
-    from ..recordio.detection import Labels, check
-
-    single = np.flatnonzero((flags == 0) & (labels >= 0) & (labels == np.floor(labels)))
-    owners, classes = [single], [labels[single].astype(np.int64)]
-    broken = 0
-    if len(many):
-        counts = flags[many]
-        values = np.asarray(values, np.float64)
-        head = values[np.minimum(starts, max(len(values) - 1, 0))] if len(values) else values
-        boxed = (counts >= 7) & (head >= 2)
-        if boxed.any():
-            pick = np.flatnonzero(boxed)
-            faults, groups = check(Labels(values, starts[pick], counts[pick]))
-            broken = int((faults.code != 0).sum())
-            for group in groups:
-                fine = (faults.code[group.owner] == 0) & (group.objects[:, 0] >= 0)
-                owners.append(many[pick[group.owner[fine]]])
-                classes.append(np.asarray(group.objects[fine, 0], np.int64))
-        plain = np.flatnonzero(~boxed)
-        if len(plain):
-            rows = np.repeat(many[plain], counts[plain])
-            picked = runs(values, starts[plain], counts[plain])[0]
-            whole = (picked >= 0) & (picked == np.floor(picked))
-            owners.append(rows[whole])
-            classes.append(picked[whole].astype(np.int64))
-    owner = np.concatenate(owners)
-    cls = np.concatenate(classes)
-    key = np.unique(owner.astype(np.int64) * (1 << 25) + cls.clip(-1, (1 << 24)) + 1)
-    return key >> 25, (key & ((1 << 25) - 1)) - 1, broken
 
 
 _SMALL_TYPES = {".jpg": "image/jpeg", ".png": "image/png"}

@@ -12,19 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import itertools
 import secrets
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
-from ..errors import Im2RecError
+from ..errors import ConfigError, Im2RecError
 from ..imaging.codec import DECODE_ERRORS
 from ..imaging.headers import image_extension
+from ..recordio.detection import problem
+from .charts import charts
+from .preview import CLASSIFY, DETECT, MAX_DRAWS, Drawn, preview
 from .records import THUMB_SIDES, Browsed
+from .scanning import Selection
 
 __all__ = ["BrowseOptions", "make_app"]
 
@@ -40,6 +47,8 @@ _NOT_SHOWN: tuple[type[BaseException], ...] = (*DECODE_ERRORS, Im2RecError)
 _ANY = ("0.0.0.0", "::", "")
 #: records a page of the grid may ask for
 MAX_PAGE = 1000
+#: augmentation draws kept for the page to fetch
+MAX_DRAWN = 64
 
 
 @dataclass
@@ -66,6 +75,8 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
     """The application serving ``datasets``; their scans start with it."""
     pool = ThreadPoolExecutor(options.workers, thread_name_prefix="im2rec-browse")
     stop = threading.Event()
+    drawn: OrderedDict[int, bytes] = OrderedDict()
+    counter = itertools.count()
     allowed: set[str] = set()
 
     @web.middleware
@@ -110,32 +121,35 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
         return web.Response(body=_static(name), content_type=kind)
 
     async def listing(request: web.Request) -> web.StreamResponse:
-        return web.json_response([
-            {"number": k, "name": d.name, "records": d.count,
-             "classes": {str(c): n for c, n in sorted(d.classes.items())}}
-            for k, d in enumerate(datasets)
-        ])  # fmt: skip
+        sets = [{"number": k, "name": d.name, "records": d.count,
+                 "classes": {str(c): n for c, n in sorted(d.classes.items())}}
+                for k, d in enumerate(datasets)]  # fmt: skip
+        return web.json_response(
+            {
+                "sets": sets,
+                "augment": {"classification": _table(CLASSIFY), "detection": _table(DETECT)},
+            }
+        )
 
     async def records(request: web.Request) -> web.StreamResponse:
         ds = dataset(request)
         start = _number(request, "start", 0, max(ds.count, 1), 0)
         count = _number(request, "count", 1, MAX_PAGE, 100)
-        seed = request.query.get("seed")
-        seed_value = _number(request, "seed", 0, 2**63 - 1, 0) if seed else None
-        label = request.query.get("class")
-        if label is not None:
-            members = ds.members(_number(request, "class", -1, 2**31, 0))
-            if members is None:
+        seed = _number(request, "seed", 0, 2**63 - 1, 0) if request.query.get("seed") else None
+        chosen = _selection(request)
+        found = None
+        if chosen != Selection():
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(pool, ds.scanner.select, chosen)
+            if found is None:
                 return web.json_response({"total": None, "records": [], "pending": True})
-            chosen = members[start : start + count].tolist()
-            total = len(members)
-        else:
-            chosen = [
-                ds.position(k, seed_value) for k in range(start, min(start + count, ds.count))
-            ]
-            total = ds.count
+        total = ds.count if found is None else len(found)
+        places = [ds.position(k, seed, total) for k in range(start, min(start + count, total))]
+        chosen_records = places if found is None else found[places].tolist()
         loop = asyncio.get_running_loop()
-        described = await loop.run_in_executor(pool, lambda: [ds.describe(i) for i in chosen])
+        described = await loop.run_in_executor(
+            pool, lambda: [ds.describe(i) for i in chosen_records]
+        )
         return web.json_response({"total": total, "records": described})
 
     async def record(request: web.Request) -> web.StreamResponse:
@@ -184,12 +198,63 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
 
     async def scan(request: web.Request) -> web.StreamResponse:
         ds = dataset(request)
-        return web.json_response(ds.scan.to_dict(ds.classes))
+        if request.query.get("start") == "1":
+            ds.scanner.start(stop)
+        return web.json_response(ds.scanner.state(ds.classes))
+
+    async def stats(request: web.Request) -> web.StreamResponse:
+        ds = dataset(request)
+        loop = asyncio.get_running_loop()
+        return web.json_response(await loop.run_in_executor(pool, charts, ds.scanner, ds.classes))
+
+    async def augment(request: web.Request) -> web.StreamResponse:
+        ds = dataset(request)
+        i = _number(request, "i", 0, ds.count - 1, 0)
+        draws = _number(request, "draws", 1, MAX_DRAWS, 6)
+        seed = _number(request, "seed", 0, 2**63 - 1, 0)
+        kind = request.query.get("kind", "")
+        if kind not in ("", "classification", "detection"):
+            raise web.HTTPBadRequest(text="kind must be classification or detection")
+
+        def work() -> tuple[bool, list[Drawn]]:
+            header, data = ds.header(i)
+            values = np.asarray(header.label, np.float32).reshape(-1)
+            detection = kind == "detection" or (not kind and header.flag >= 7 and problem(values)
+                                                is None)  # fmt: skip
+            return detection, preview(data, values, detection, request.query, draws, seed)
+
+        loop = asyncio.get_running_loop()
+        try:
+            detection, found = await loop.run_in_executor(pool, work)
+        except ConfigError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except _NOT_SHOWN as exc:
+            why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            return web.json_response({"error": why}, status=422)
+        out = []
+        for one in found:
+            number = next(counter)
+            drawn[number] = one.jpeg
+            while len(drawn) > MAX_DRAWN:
+                drawn.popitem(last=False)
+            boxes = [{"class": int(b[0]), "name": ds.classes.get(int(b[0]), str(int(b[0]))),
+                      "box": b[1:5]} for b in one.boxes]  # fmt: skip
+            out.append({"image": number, "width": one.width, "height": one.height,
+                        "boxes": boxes})  # fmt: skip
+        return web.json_response({"kind": "detection" if detection else "classification",
+                                  "draws": out})  # fmt: skip
+
+    async def drawn_image(request: web.Request) -> web.StreamResponse:
+        number = _number(request, "n", 0, 2**63 - 1, 0)
+        data = drawn.get(number)
+        if data is None:
+            raise web.HTTPNotFound(text="that draw is no longer kept: draw again")
+        return web.Response(body=data, content_type="image/jpeg")
 
     async def started(app: web.Application) -> None:
         for ds in datasets:
-            threading.Thread(target=ds.run_scan, args=(stop,), daemon=True,
-                             name="im2rec-browse-scan").start()  # fmt: skip
+            if not ds.reader.remote:  # (a remote one's blocks are fetched when asked)
+                ds.scanner.start(stop)
 
     async def stopped(app: web.Application) -> None:
         stop.set()
@@ -205,6 +270,9 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
     app.router.add_get("/api/payload", payload)
     app.router.add_get("/api/image", image)
     app.router.add_get("/api/scan", scan)
+    app.router.add_get("/api/stats", stats)
+    app.router.add_get("/api/augment", augment)
+    app.router.add_get("/api/drawn", drawn_image)
     app.on_startup.append(started)
     app.on_cleanup.append(stopped)
     return app
@@ -226,3 +294,38 @@ def _number(request: web.Request, name: str, low: int, high: int, default: int) 
     if not low <= value <= high:
         raise web.HTTPBadRequest(text=f"{name} must be from {low} to {high}")
     return value
+
+
+def _selection(request: web.Request) -> Selection:
+    """The grid's filter: ``class``, ``problem`` (broken or undecodable),
+    ``side`` and ``aspect`` (``LOW-HIGH``)."""
+    label = request.query.get("class")
+    found = request.query.get("problem")
+    if found not in (None, "broken", "undecodable"):
+        raise web.HTTPBadRequest(text="problem must be broken or undecodable")
+    return Selection(
+        None if label is None else _number(request, "class", -1, 2**31, 0),
+        found,
+        _range(request, "side"),
+        _range(request, "aspect"),
+    )
+
+
+def _range(request: web.Request, name: str) -> tuple[float, float] | None:
+    """A ``LOW-HIGH`` query parameter of two finite numbers, low below high."""
+    text = request.query.get(name)
+    if text is None:
+        return None
+    low, _, high = text[:60].partition("-")
+    try:
+        pair = (float(low), float(high))
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{name} must be LOW-HIGH, two numbers") from None
+    if not (np.isfinite(pair).all() and 0 <= pair[0] < pair[1]):
+        raise web.HTTPBadRequest(text=f"{name} must be LOW-HIGH with 0 <= LOW < HIGH")
+    return pair
+
+
+def _table(options: dict[str, tuple[type, float, float, float]]) -> dict[str, Any]:
+    return {name: {"kind": kind.__name__, "low": low, "high": high, "default": default}
+            for name, (kind, low, high, default) in options.items()}  # fmt: skip

@@ -41,8 +41,11 @@ def browse_command(
     """Look at .rec files in the browser.
 
     A local web page: a grid of thumbnails with their keys, class names and
-    boxes, filters by class with counts (from a scan of the headers in the
-    background), and each record's fields, full image and payload. It
+    boxes; filters with counts (classes, broken labels, undecodable images,
+    image sizes and aspects) and charts, from a scan in the background that
+    is kept for the next run (a remote rec is scanned only when asked); each
+    record's fields, full image and payload, and draws of it through the
+    training augmenters; the class counts of several recs side by side. It
     prints the address with a token for this run (every request needs it);
     it only reads. Ctrl-C stops it.
 

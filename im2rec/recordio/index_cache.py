@@ -97,12 +97,9 @@ def enabled() -> bool:
 def cache_path(idx: str | os.PathLike[str]) -> str:
     """Where the copy of ``idx`` is kept: in this user's cache folder, named
     for this machine and the ``.idx``'s real path."""
-    from ..storage.private import cache_home
+    from ..storage.private import cache_name
 
-    real = os.path.realpath(os.fspath(idx))
-    where = f"{os.uname().nodename if hasattr(os, 'uname') else ''}\0{real}"
-    digest = hashlib.sha256(where.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(cache_home(), "index", f"{digest}.idx")
+    return cache_name("index", idx, ".idx")
 
 
 def identity_of(idx: str | os.PathLike[str]) -> Identity | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import OutputError
 
-__all__ = ["cache_home", "open_own", "private_folder"]
+__all__ = ["cache_home", "cache_name", "open_own", "private_folder"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -35,6 +35,17 @@ def cache_home() -> Path:
         return Path(base).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(xdg) / "im2rec"
+
+
+def cache_name(folder: str, path: str | os.PathLike[str], suffix: str) -> str:
+    """Where what im2rec keeps of the file at ``path`` goes in the cache's
+    ``folder``: named for this machine and the file's real path."""
+    import hashlib
+
+    real = os.path.realpath(os.fspath(path))
+    where = f"{os.uname().nodename if hasattr(os, 'uname') else ''}\0{real}"
+    digest = hashlib.sha256(where.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(cache_home(), folder, f"{digest}{suffix}")
 
 
 def private_folder(path: str | os.PathLike[str]) -> Path:

@@ -15,87 +15,17 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
-from im2rec.recordio.detection import make_label
+from im2rec.recordio import IndexedRecordReader, unpack
 
-from ..conftest import photo
+from .conftest import Server
 
 pytest.importorskip("aiohttp")
 pytestmark = pytest.mark.slow
-
-CLASSES = ["cat", "dog", "person"]
-
-
-def _jpeg(w: int, h: int, seed: int) -> bytes:
-    buf = io.BytesIO()
-    photo(w, h, seed).save(buf, "JPEG", quality=90)
-    return buf.getvalue()
-
-
-@pytest.fixture(scope="module")
-def recs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("browse")
-    det = tmp / "det.rec"
-    with IndexedRecordWriter(det) as w:
-        for i in range(12):
-            objects = [[i % 3, 0.25, 0.5, 0.75, 1.0, 0]] + (
-                [[2, 0, 0, 0.5, 0.5, 0]] if i % 4 == 0 else []
-            )
-            label = make_label(objects, (64, 48))
-            w.write_key(i, pack((len(label), label, i, 0), _jpeg(64, 48, i)))
-    (tmp / "det.classes.tsv").write_text("".join(f"{k}\t{n}\n" for k, n in enumerate(CLASSES)))
-    cls = tmp / "cls.rec"
-    with IndexedRecordWriter(cls) as w:
-        for i in range(5):
-            payload = b"not an image" if i == 3 else _jpeg(300 if i == 0 else 40, 30, 100 + i)
-            w.write_key(10 + i, pack((0, float(i % 2), i, 0), payload))
-    return det, cls
-
-
-class Server:
-    def __init__(self, process: subprocess.Popen[str], address: str) -> None:
-        self.process, self.address = process, address
-        self.base, _, query = address.partition("/?")
-        self.token = query.removeprefix("token=")
-        self.host = self.base.removeprefix("http://")
-
-    def get(self, path: str, token: bool = True, headers: dict[str, str] | None = None,
-            method: str = "GET") -> tuple[int, dict[str, str], bytes]:  # fmt: skip
-        sep = "&" if "?" in path else "?"
-        url = f"{self.base}{path}{sep}token={self.token}" if token else f"{self.base}{path}"
-        request = urllib.request.Request(url, headers=headers or {}, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as r:
-                return r.status, dict(r.headers), r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read()
-
-    def json(self, path: str) -> object:
-        status, _, body = self.get(path)
-        assert status == 200, body
-        return json.loads(body)
-
-
-@pytest.fixture(scope="module")
-def server(recs: tuple[Path, Path]) -> Iterator[Server]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "im2rec", "browse", str(recs[0]), str(recs[1]), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline()  # (blocks until the address is printed)
-    assert line.startswith("rec browse: http://127.0.0.1:"), line + process.stderr.read()
-    yield Server(process, line.split(": ", 1)[1].strip())
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
 
 
 def test_every_request_needs_the_token_host_and_origin(server: Server) -> None:
@@ -121,8 +51,8 @@ def test_every_request_needs_the_token_host_and_origin(server: Server) -> None:
 
 
 def test_the_grid_pages_shuffles_and_names(server: Server, recs: tuple[Path, Path]) -> None:
-    sets = server.json("/api/datasets")
-    assert [d["name"] for d in sets] == ["det.rec", "cls.rec"]  # type: ignore[index]
+    sets = server.json("/api/datasets")["sets"]  # type: ignore[index]
+    assert [d["name"] for d in sets] == ["det.rec", "cls.rec"]
     page = server.json("/api/records?ds=0&start=0&count=5")
     assert page["total"] == 12  # type: ignore[index]
     first = page["records"][0]  # type: ignore[index]
@@ -193,7 +123,9 @@ CHROMIUM = shutil.which("chromium")
 
 def test_the_page_in_a_real_browser(server: Server, tmp_path: Path) -> None:
     """Headless Chromium: the grid loads, a class filter keeps its records,
-    a record's box lies where its label puts it. The screenshots go to
+    a record's box lies where its label puts it, a class's boxes hide, the
+    augmentation preview draws, the charts show and filter, the datasets
+    compare, the grid pages and scrolls. The screenshots go to
     ``IM2REC_SCREENSHOTS`` when set (docs/img: the docs page shows them)."""
     shots = Path(os.environ.get("IM2REC_SCREENSHOTS", tmp_path))
     if CHROMIUM is None:
@@ -219,17 +151,46 @@ def test_the_page_in_a_real_browser(server: Server, tmp_path: Path) -> None:
         page.wait_for_selector("#view:not([hidden]) #full")
         expect(page.locator("#full")).to_have_js_property("naturalWidth", 64)
         image = page.locator("#full").bounding_box()
-        box = page.locator("#fullboxes rect").first.bounding_box()
+        box = page.locator("#fullframe rect").first.bounding_box()
         assert image is not None and box is not None
         # the first object: cat at (0.25, 0.5)-(0.75, 1.0) of the image
         assert abs(box["x"] - (image["x"] + 0.25 * image["width"])) < 3
         assert abs(box["width"] - 0.5 * image["width"]) < 3
         assert abs(box["y"] - (image["y"] + 0.5 * image["height"])) < 3
         page.screenshot(path=str(shots / "browse-record.png"))
+        page.click("#toggles input[data-name='cat']")  # (a class's boxes hidden)
+        expect(page.locator("#fullframe rect[data-name='cat']")).to_have_class("off")
+        page.click("#toggles input[data-name='cat']")
+        page.fill("#augopts input[name='side']", "128")
+        page.click("#augment")
+        expect(page.locator("#draws .frame")).to_have_count(6)
+        expect(page.locator("#draws")).to_have_attribute("data-kind", "detection")
+        expect(page.locator("#draws .frame img").first).to_have_js_property("naturalWidth", 128)
+        page.locator("#draws").scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "browse-augment.png"))
         page.keyboard.press("ArrowRight")
         page.keyboard.press("Escape")
         page.go_back()
         expect(page.locator("#grid .tile")).to_have_count(12)
+        expect(page.locator("#grid .tile .tag").first).to_have_text("cat")
+        page.click("#stats")
+        expect(page.locator("#panelbody .chart")).to_have_count(6)
+        page.screenshot(path=str(shots / "browse-stats.png"))
+        page.locator("#panelbody .chart rect.link").first.click()  # (the most: person)
+        expect(page.locator("#grid .tile")).to_have_count(6)
+        assert "class=2" in page.url
+        page.click("#compare")
+        expect(page.locator("#panelbody table.compare tr")).to_have_count(4)
+        expect(page.locator("#panelbody table.compare tr").nth(1)).to_contain_text("cat43")
+        page.screenshot(path=str(shots / "browse-compare.png"))
+        page.keyboard.press("Escape")
+        page.goto(server.address.replace("/?", "/?") + "#ds=0&start=0&count=5")
+        expect(page.locator("#grid .tile")).to_have_count(5)
+        page.click("#next")
+        expect(page.locator("#where")).to_have_text("6-10 of 12")
+        page.mouse.wheel(0, 3000)  # (scrolled: the header and its controls stay)
+        page.click("#next")
+        expect(page.locator("#grid .tile")).to_have_count(2)
         browser.close()
     assert not [e for e in errors if "Content Security Policy" in e], errors
     assert (shots / "browse-grid.png").stat().st_size > 0
