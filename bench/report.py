@@ -46,6 +46,7 @@ NAMES = {
     "convert": "WebDataset export and import",
     "parquet": "Parquet export and import",
     "native": "What the C extensions buy",
+    "browse": "rec browse",
 }
 
 

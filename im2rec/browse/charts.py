@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .kept import IMAGED, UNDECODABLE
-from .scanning import BOX_BINS, Scanner
+from .scanning import BOX_BINS, CHUNK, Scanner, measures
 
 __all__ = ["ASPECT_EDGES", "SIDE_EDGES", "charts"]
 
@@ -43,7 +43,22 @@ def charts(scanner: Scanner, names: dict[int, str]) -> dict[str, Any]:
     top = sorted(scanner.state(names)["classes"], key=lambda c: -c["count"])[:TOP_CLASSES]
     out["classes"] = {"title": "records per class", "bars": [
         _bar(c["name"], c["count"], **{"class": str(c["label"])}) for c in top]}  # fmt: skip
-    objects = np.bincount(np.minimum(facts.objects, MOST_OBJECTS), minlength=MOST_OBJECTS + 1)
+    objects = np.zeros(MOST_OBJECTS + 1, np.int64)
+    sizes = np.zeros(33, np.int64)
+    sides = np.zeros(len(SIDE_EDGES) - 1, np.int64)
+    aspects = np.zeros(len(ASPECT_EDGES) - 1, np.int64)
+    images = scan.images_finished
+    for low in range(0, scanner.count, CHUNK):  # (a chunk at a time: memory flat in the count)
+        rows = slice(low, min(low + CHUNK, scanner.count))
+        objects += np.bincount(np.minimum(facts.objects[rows], MOST_OBJECTS),
+                               minlength=MOST_OBJECTS + 1)  # fmt: skip
+        stored = facts.bytes[rows]
+        sizes += np.bincount(np.log2(stored[stored > 0]).astype(np.int64), minlength=33)[:33]
+        if images:
+            seen = (facts.state[rows] & (IMAGED | UNDECODABLE)) == IMAGED
+            side, aspect = measures(facts, rows)
+            sides += np.histogram(side[seen], SIDE_EDGES)[0]
+            aspects += np.histogram(aspect[seen], ASPECT_EDGES)[0]
     if objects[1:].any():
         out["objects"] = {
             "title": "objects per image",
@@ -53,26 +68,19 @@ def charts(scanner: Scanner, names: dict[int, str]) -> dict[str, Any]:
         }
         out["boxes"] = {"title": "box side (share of the image's)", "bars": [
             _bar(f"{k / BOX_BINS:.2f}", n) for k, n in enumerate(scanner.box_sizes)]}  # fmt: skip
-    sizes = facts.bytes[facts.bytes > 0]
-    if len(sizes):
-        bins = np.bincount(np.log2(sizes).astype(np.int64), minlength=1)
-        low = int(np.flatnonzero(bins)[0])
+    if sizes.any():
+        low, high = np.flatnonzero(sizes)[[0, -1]]
         out["bytes"] = {"title": "record size (bytes)", "bars": [
-            _bar(_bytes(1 << k), n) for k, n in enumerate(bins) if k >= low]}  # fmt: skip
-    if not scan.images_finished:
+            _bar(_bytes(1 << k), sizes[k]) for k in range(low, high + 1)]}  # fmt: skip
+    if not images:
         out["images_pending"] = True
         return out
-    seen = (facts.state & (IMAGED | UNDECODABLE)) == IMAGED
-    width, height = facts.width[seen].astype(np.float64), facts.height[seen].astype(np.float64)
-    side = np.maximum(width, height)
-    sides = np.histogram(side, SIDE_EDGES)[0]
     out["sides"] = {"title": "image size (longer side, pixels)", "bars": [
         _bar(f"{a}-{b}", n, side=f"{a}-{b}")
         for a, b, n in zip(SIDE_EDGES, SIDE_EDGES[1:], sides, strict=False)]}  # fmt: skip
-    aspect = np.histogram(width / np.maximum(height, 1), ASPECT_EDGES)[0]
     out["aspects"] = {"title": "aspect (width / height)", "bars": [
         _bar(f"{_edge(a)}-{_edge(b)}", n, aspect=f"{a:g}-{b:g}")
-        for a, b, n in zip(ASPECT_EDGES, ASPECT_EDGES[1:], aspect, strict=False)]}  # fmt: skip
+        for a, b, n in zip(ASPECT_EDGES, ASPECT_EDGES[1:], aspects, strict=False)]}  # fmt: skip
     return out
 
 

@@ -23,13 +23,17 @@ from ..recordio.runs import runs
 from .kept import BROKEN, IMAGED, UNDECODABLE, Facts, Writer, identities, kept_path, read_kept
 from .kept import settled as settled_files
 
-__all__ = ["BOX_BINS", "Scan", "Scanner", "Selection"]
+__all__ = ["BOX_BINS", "CHUNK", "Scan", "Scanner", "Selection", "measures"]
 
 #: box side (the square root of its share of the image) bins of the chart
 BOX_BINS = 20
 #: what the image pass reads of a payload at most: a header, not the image
 _HEADER_BYTES = 1 << 16
 _U16 = 65535
+#: class numbers below this are counted in an array
+_DENSE = 1 << 16
+#: records a filter or a chart looks at at once
+CHUNK = 1 << 20
 #: where a record's labels start, from its frame's head
 _LABELS = HEAD_SIZE + IR_HEADER_SIZE
 
@@ -82,6 +86,8 @@ class Scanner:
         self.box_sizes = np.zeros(BOX_BINS, np.int64)
         self._pairs = (np.empty(0, np.int64), np.empty(0, np.int64))
         self._lock = threading.Lock()
+        self._dense = np.zeros(0, np.int64)
+        self._sparse: dict[int, int] = {}
         self._last: tuple[Selection, np.ndarray] | None = None
         self._identity: list[str] | None = None
         if not reader.remote and not reader.index_scanned:
@@ -167,7 +173,8 @@ class Scanner:
 
     def _labels(self, stop: threading.Event) -> bool:
         scan, facts = self.scan, self.facts
-        pairs: list[tuple[np.ndarray, np.ndarray]] = []
+        pairs: list[tuple[np.ndarray, np.ndarray]] = []  # (8 bytes a pair below 2**31 records)
+        small = np.int32 if self.count < 2**31 else np.int64
         for data, heads, fields, positions, known in self._walk(stop):
             flags = fields["flag"].astype(np.int64)
             length = decode_length(fields["lrec"].astype(np.int64))
@@ -180,22 +187,23 @@ class Scanner:
                                 count)  # fmt: skip
             scan.broken += len(found.broken)
             keep = known[found.owner]
-            pairs.append((positions[found.owner[keep]], found.classes[keep]))
+            pairs.append((positions[found.owner[keep]].astype(small),
+                          found.classes[keep].astype(np.int32)))  # fmt: skip
             mine = positions[known]
             facts.bytes[mine] = (length - image_start(flags)).clip(0, None)[known]
             facts.objects[mine] = found.objects.clip(0, _U16)[known]
             facts.state[positions[found.broken[known[found.broken]]]] |= BROKEN
             self.box_sizes += found.box_sizes
             scan.done += len(heads)
-            with self._lock:
-                for c, n in zip(*np.unique(found.classes[keep], return_counts=True), strict=True):
-                    scan.classes[int(c)] = scan.classes.get(int(c), 0) + int(n)
+            self._count(found.classes[keep])
         if stop.is_set():
             return False
         position = np.concatenate([p for p, _ in pairs]) if pairs else np.empty(0, np.int64)
         label = np.concatenate([c for _, c in pairs]) if pairs else np.empty(0, np.int64)
         order = np.lexsort((position, label))
         self._pairs = (label[order], position[order])
+        with self._lock:
+            self._counted()
         scan.finished = True
         return True
 
@@ -230,10 +238,48 @@ class Scanner:
         scan.images_finished = True
         return True
 
+    def _count(self, classes: np.ndarray) -> None:
+        """Add a block's classes to the counts: a dense array for class
+        numbers below :data:`_DENSE`, the scan's dict for the rest."""
+        low = classes[classes < _DENSE]
+        with self._lock:
+            if len(low):
+                top = int(low.max()) + 1
+                if top > len(self._dense):
+                    self._dense = np.concatenate([self._dense, np.zeros(top - len(self._dense),
+                                                                        np.int64)])  # fmt: skip
+                self._dense[:top] += np.bincount(low, minlength=top)
+            high = classes[classes >= _DENSE]
+            for c, n in zip(*np.unique(high, return_counts=True), strict=True):
+                self._sparse[int(c)] = self._sparse.get(int(c), 0) + int(n)
+
+    def _counted(self) -> None:
+        """The scan's class counts made from the arrays (under the lock)."""
+        dense = {int(c): int(self._dense[c]) for c in np.flatnonzero(self._dense)}
+        self.scan.classes = {**dense, **self._sparse}
+
     def state(self, names: dict[int, str]) -> dict[str, Any]:
         """The scan's progress and counts, as the page shows them."""
         with self._lock:
+            if self.scan.started and not self.scan.finished:
+                self._counted()
             return self.scan.to_dict(names)
+
+    def _keeps(self, chosen: Selection, rows: np.ndarray) -> np.ndarray:
+        """Which of the records ``rows`` the filter keeps (a class aside)."""
+        facts = self.facts
+        keep = np.ones(len(rows), bool)
+        state = facts.state[rows]
+        if chosen.problem is not None:
+            keep &= (state & (BROKEN if chosen.problem == "broken" else UNDECODABLE)) != 0
+        if chosen.side is not None or chosen.aspect is not None:
+            side, aspect = measures(facts, rows)
+            keep &= (state & UNDECODABLE) == 0
+            if chosen.side is not None:
+                keep &= (side >= chosen.side[0]) & (side < chosen.side[1])
+            if chosen.aspect is not None:
+                keep &= (aspect >= chosen.aspect[0]) & (aspect < chosen.aspect[1])
+        return keep
 
     def members(self, label: int) -> np.ndarray | None:
         """The records holding class ``label``, in index order (None until
@@ -255,29 +301,23 @@ class Scanner:
             if self._last is not None and self._last[0] == chosen:
                 return self._last[1]
         base = None if chosen.label is None else self.members(chosen.label)
-        facts = self.facts
-
-        def pick(array: np.ndarray) -> np.ndarray:
-            return array if base is None else array[base]
-
-        keep = np.ones(self.count if base is None else len(base), bool)
-        if chosen.problem is not None:
-            bit = BROKEN if chosen.problem == "broken" else UNDECODABLE
-            keep &= (pick(facts.state) & bit) != 0
-        if chosen.side is not None or chosen.aspect is not None:
-            width = pick(facts.width).astype(np.float64)
-            height = pick(facts.height).astype(np.float64)
-            keep &= (pick(facts.state) & UNDECODABLE) == 0
-            if chosen.side is not None:
-                side = np.maximum(width, height)
-                keep &= (side >= chosen.side[0]) & (side < chosen.side[1])
-            if chosen.aspect is not None:
-                aspect = width / np.maximum(height, 1)
-                keep &= (aspect >= chosen.aspect[0]) & (aspect < chosen.aspect[1])
-        found = np.flatnonzero(keep) if base is None else base[keep]
+        n = self.count if base is None else len(base)
+        parts = [np.empty(0, np.int64)]
+        for low in range(0, n, CHUNK):  # (a chunk at a time: memory flat in the count)
+            rows = np.arange(low, min(low + CHUNK, n)) if base is None else base[low : low + CHUNK]
+            parts.append(rows[self._keeps(chosen, rows)])
+        found = np.concatenate(parts)
         with self._lock:
             self._last = (chosen, found)
         return found
+
+
+def measures(facts: Facts, rows: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+    """The longer side in pixels and the aspect (width / height) of the
+    records ``rows``, as the filters and the charts both bin them."""
+    width = facts.width[rows].astype(np.float64)
+    height = facts.height[rows].astype(np.float64)
+    return np.maximum(width, height), width / np.maximum(height, 1)
 
 
 class _Found(NamedTuple):
@@ -331,6 +371,8 @@ def _classes_of(
             whole = (picked >= 0) & (picked == np.floor(picked))
             owners.append(rows[whole])
             classes.append(picked[whole].astype(np.int64))
+    if len(owners) == 1:  # (single labels only: one class a record already)
+        return _Found(single, classes[0], broken, objects, box_sizes)
     owner = np.concatenate(owners)
     cls = np.concatenate(classes)
     key = np.unique(owner.astype(np.int64) * (1 << 25) + cls.clip(-1, (1 << 24)) + 1)
