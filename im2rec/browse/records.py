@@ -20,7 +20,7 @@ from ..imaging.codec import DECODE_ERRORS, Upright
 from ..imaging.headers import image_extension, image_size
 from ..listing.classmap import class_map_beside, read_class_map
 from ..recordio import IndexedRecordReader, IRHeader, unpack
-from ..recordio.detection import problem
+from ..recordio.detection import claims_boxes, read_label
 from .scanning import Scanner
 
 __all__ = ["THUMB_CACHE_BYTES", "Browsed"]
@@ -46,18 +46,20 @@ class Browsed:
         self._lock = threading.Lock()
         self.scanner = Scanner(self.reader, path)
 
-    def position(self, k: int, seed: int | None, n: int | None = None) -> int:
-        """The place ``k`` of a view of ``n`` (the file's count unless
-        given) takes: ``k`` itself, or with a seed the affine permutation
-        ``(a k + b) mod n``."""
+    def places(self, start: int, stop: int, seed: int | None, n: int | None = None) -> list[int]:
+        """The places ``start`` to ``stop`` of a view of ``n`` (the file's
+        count unless given) take: themselves, or with a seed the affine
+        permutation ``(a k + b) mod n``, ``a`` and ``b`` drawn from it."""
         n = self.count if n is None else n
+        ks = range(start, min(stop, n))
         if seed is None or n < 2:
-            return k
+            return list(ks)
         rng = np.random.default_rng(seed)
         a = int(rng.integers(1, n))
         while math.gcd(a, n) != 1:
             a += 1
-        return (a * k + int(rng.integers(0, n))) % n
+        b = int(rng.integers(0, n))
+        return [(a * k + b) % n for k in ks]
 
     def header(self, i: int) -> tuple[IRHeader, bytes]:
         header, payload = unpack(self.reader[i])
@@ -87,23 +89,28 @@ class Browsed:
         return out
 
     def _label(self, flag: int, values: list[float]) -> tuple[list[str], list[Any], str | None]:
+        """``(names, boxes, why broken)`` of a label: a class; a detection
+        label's boxes (:func:`read_label`, as the scan reads them); else
+        class numbers, and why the layout is broken where it claims to be
+        one (:func:`claims_boxes`)."""
         names = self.classes
         if not flag:
             v = values[0]
             return ([names.get(int(v), str(int(v)))] if v.is_integer() else [f"{v:g}"]), [], None
-        why = problem(values) if len(values) > values[0] else None
-        if why is None and len(values) >= 2 and values[0] >= 2 and values[1] >= 5:
-            a, b = int(values[0]), int(values[1])
-            boxes = []
-            for k in range(a, len(values) - b + 1, b):
-                cls, x0, y0, x1, y1 = values[k : k + 5]
-                boxes.append({"class": int(cls), "name": names.get(int(cls), str(int(cls))),
-                              "box": [x0, y0, x1, y1]})  # fmt: skip
-            return sorted({str(box["name"]) for box in boxes}), boxes, None
+        why = None
+        if values and claims_boxes(values[0], len(values)):
+            try:
+                objects = read_label(values).objects
+            except ValueError as exc:
+                why = str(exc)
+            else:
+                boxes = [{"class": int(row[0]), "name": names.get(int(row[0]), str(int(row[0]))),
+                          "box": row[1:5].tolist()} for row in objects]  # fmt: skip
+                return sorted({str(box["name"]) for box in boxes}), boxes, None
         whole = all(v.is_integer() and v >= 0 for v in values)
         shown = [names.get(int(v), str(int(v))) for v in values] if whole else \
             [f"{v:g}" for v in values[:16]]  # fmt: skip
-        return shown, [], why if values and values[0] >= 2 and len(values) >= 7 else None
+        return shown, [], why
 
     def thumbnail(self, i: int, side: int) -> tuple[bytes, str]:
         """Record ``i`` as an image at most ``side`` pixels a side, as stored

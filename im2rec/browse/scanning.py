@@ -339,7 +339,7 @@ def _classes_of(
     """What a block's labels hold (``values[starts[k]:][:counts[k]]`` the
     label of record ``many[k]``): a single label that is a class number; a
     detection label's objects; a multi-label record's class numbers."""
-    from ..recordio.detection import Labels, check
+    from ..recordio.detection import Labels, check, claims_boxes
 
     single = np.flatnonzero((flags == 0) & (labels >= 0) & (labels == np.floor(labels)))
     owners, classes = [single], [labels[single].astype(np.int64)]
@@ -349,7 +349,7 @@ def _classes_of(
     if len(many):
         values = np.asarray(values, np.float64)
         head = values[np.minimum(starts, max(len(values) - 1, 0))] if len(values) else values
-        boxed = (counts >= 7) & (head >= 2)
+        boxed = claims_boxes(head, counts)
         if boxed.any():
             pick = np.flatnonzero(boxed)
             faults, groups = check(Labels(values, starts[pick], counts[pick]))

@@ -144,7 +144,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
             if found is None:
                 return web.json_response({"total": None, "records": [], "pending": True})
         total = ds.count if found is None else len(found)
-        places = [ds.position(k, seed, total) for k in range(start, min(start + count, total))]
+        places = ds.places(start, start + count, seed, total)
         chosen_records = places if found is None else found[places].tolist()
         loop = asyncio.get_running_loop()
         described = await loop.run_in_executor(
@@ -219,8 +219,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
         def work() -> tuple[bool, list[Drawn]]:
             header, data = ds.header(i)
             values = np.asarray(header.label, np.float32).reshape(-1)
-            detection = kind == "detection" or (not kind and header.flag >= 7 and problem(values)
-                                                is None)  # fmt: skip
+            detection = kind == "detection" or (not kind and problem(values) is None)
             return detection, preview(data, values, detection, request.query, draws, seed)
 
         loop = asyncio.get_running_loop()

@@ -43,6 +43,7 @@ __all__ = [
     "Group",
     "Labels",
     "check",
+    "claims_boxes",
     "kept",
     "make_label",
     "outside",
@@ -120,6 +121,14 @@ class Faults(NamedTuple):
 
 # the rules in the order they are checked: a label's code is the first broken
 _SHORT, _LONG, _BAD_A, _BAD_B, _A_PAST, _RAGGED, _NOT_FINITE, _NOT_CLASS, _NOT_CORNER = range(1, 10)
+
+
+def claims_boxes(head: Any, count: Any) -> Any:
+    """Whether a label of ``count`` values whose first is ``head`` claims
+    to be a detection label (long enough, its header width at least 2),
+    so that a fault of the layout is reported rather than the values read
+    as class numbers: a bool, or a bool array for arrays."""
+    return (count >= MIN_LENGTH) & (head >= MIN_HEADER)
 
 
 def _widths(values: np.ndarray) -> np.ndarray:

@@ -176,3 +176,57 @@ def test_the_augmentation_preview_draws_as_training_does(server: Server) -> None
     assert status == 400 and "not a detection label" in json.loads(body)["error"]
     status, _, body = server.get("/api/augment?ds=1&i=3")
     assert status == 422
+
+
+def _encoded(image: Image.Image, kind: str) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, kind)
+    return buf.getvalue()
+
+
+def test_the_preview_and_the_view_take_png_grey_and_broken_records(
+    tmp_path: Path,
+) -> None:
+    """A PNG with alpha, a grey JPEG and a grey PNG are drawn as three-
+    channel images of the side asked, in both kinds, the boxes where the
+    label puts them; a label claiming to be a detection label whose layout
+    is broken is reported, in the view as by the scan."""
+    rgba = Image.new("RGBA", (80, 60), (200, 30, 40, 128))
+    grey = Image.linear_gradient("L").resize((64, 64))
+    payloads = [_encoded(rgba, "PNG"), _encoded(grey, "JPEG"), _encoded(grey, "PNG")]
+    rec = tmp_path / "mixed.rec"
+    box = [[1, 0.25, 0.25, 0.75, 0.75, 0]]
+    with IndexedRecordWriter(rec) as w:
+        for i, payload in enumerate(payloads):
+            label = make_label(box, (64, 64))
+            w.write_key(i, pack((len(label), label, i, 0), payload))
+        broken = np.array([4, 6, 64, 64, 1, 0.1, 0.1, 0.9], np.float32)  # (ragged)
+        w.write_key(3, pack((len(broken), broken, 3, 0), payloads[1]))
+        past = np.array([9, 6, 64, 64, 1, 0.1, 0.1], np.float32)  # (A past the values)
+        w.write_key(4, pack((len(past), past, 4, 0), payloads[1]))
+    server = launch([str(rec)], tmp_path / "cache")
+    try:
+        for i in range(3):
+            for kind in ("classification", "detection"):
+                found = server.json(
+                    f"/api/augment?ds=0&i={i}&kind={kind}&draws=2&side=48"
+                    "&rand_crop_prob=0&rand_pad_prob=0&rand_mirror_prob=0&min_random_area=1"
+                )
+                assert found["kind"] == kind  # type: ignore[index]
+                for d in found["draws"]:  # type: ignore[index]
+                    assert d["width"] == d["height"] == 48
+                    status, _, body = server.get(f"/api/drawn?n={d['image']}")
+                    drawn = Image.open(io.BytesIO(body))
+                    assert status == 200 and drawn.mode == "RGB" and drawn.size == (48, 48)
+                    if kind == "detection":
+                        assert d["boxes"][0]["box"] == pytest.approx([0.25] * 2 + [0.75] * 2,
+                                                                     abs=1e-6)  # fmt: skip
+        view = server.json("/api/record?ds=0&i=3")
+        assert "not a whole number of 6-value objects" in view["broken"]  # type: ignore[index]
+        assert view["boxes"] == []  # type: ignore[index]
+        view = server.json("/api/record?ds=0&i=4")
+        assert "header width A = 9 but the label has only 7" in view["broken"]  # type: ignore[index]
+        assert scanned(server, 0)["broken"] == 2
+        assert _records(server, "ds=0&problem=broken") == [3, 4]
+    finally:
+        server.stop()
