@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from ..recordio.blocks import Block
-from ..recordio.codec import HEAD_SIZE, IR_HEADER_SIZE, decode_length, frame_size, image_start
+from ..recordio.codec import HEAD_SIZE, decode_length, frame_size, holds_labels
 from ..recordio.codec import padding_bits as _padding_bits
-from ..recordio.detection import Labels, check, outside
+from ..recordio.detection import check, outside
 
 __all__ = ["bad_paddings", "label_findings"]
 
@@ -41,12 +41,11 @@ def label_findings(block: Block, fields: np.ndarray) -> np.ndarray:
     label or has a box outside the image or an empty one."""
     lrec = fields["lrec"].astype(np.int64)
     flag = fields["flag"].astype(np.int64)
-    readable = (lrec >= IR_HEADER_SIZE) & (image_start(flag) <= lrec)
+    readable = holds_labels(flag, lrec)
     found = ~readable | (flag == 0)
-    many = np.flatnonzero(readable & (flag > 0))
+    many, labels = block.labels()  # (those readable with flag > 0)
     if len(many):
-        values, starts = block.values(block.heads[many] + HEAD_SIZE + IR_HEADER_SIZE, flag[many])
-        faults, groups = check(Labels(values, starts, flag[many]))
+        faults, groups = check(labels)
         bad = faults.code != 0
         for group in groups:
             flagged: Any = outside(group.objects, group.low, group.high) | ~group.kept

@@ -14,10 +14,9 @@ from ..errors import Im2RecError
 from ..recordio import RecordReader, read_record, unpack
 from ..recordio.codec import (
     CFLAG_FIRST,
-    HEAD_SIZE,
-    IR_HEADER_SIZE,
     decode_flag,
     frame_size,
+    holds_labels,
     image_start,
 )
 from ..recordio.faces import face_header, layout_record
@@ -50,7 +49,7 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     from ..recordio.blocks import Block, walk_blocks
 
     walk = _Walk(reader.name, buf)
-    for item in walk_blocks(reader):
+    for item in walk_blocks(reader, labels=True):
         if isinstance(item, Block):
             walk.block(item)
         else:  # (no Damage without recover)
@@ -169,11 +168,9 @@ class _Walk:
         not read as :meth:`record` reads it (which says why)."""
         import numpy as np
 
-        from ..recordio.detection import Labels
-
         fields = block.header_fields()
         flag, lrec = fields["flag"].astype(np.int64), fields["lrec"].astype(np.int64)
-        readable = (lrec >= IR_HEADER_SIZE) & (image_start(flag) <= lrec)
+        readable = holds_labels(flag, lrec)
         if not readable.all():  # (header_at says why it does not read)
             head = block.base + int(block.heads[np.argmin(readable)])
             header_at(self.buf, head, head + int(frame_size(lrec.max())), self.name)
@@ -188,11 +185,8 @@ class _Walk:
         single = flag == 0
         self.labels.add_all(fields["label"][single])
         self.boxes.not_detection += int(single.sum())
-        many = np.flatnonzero(~single)
-        if len(many):
-            first = block.heads[many] + HEAD_SIZE + IR_HEADER_SIZE
-            values, starts = block.values(first, flag[many])
-            self.boxes.add_labels(Labels(values, starts, flag[many]))
+        if not single.all():  # (every header reads: its labels are the block's)
+            self.boxes.add_labels(block.labels()[1])
         self._ids(int(fields["id"].min()), int(fields["id"].max()))
 
 

@@ -31,6 +31,10 @@ class Tally:
         values = np.asarray(values, self.values.dtype)
         times = np.asarray(times, np.int64)
         at = np.searchsorted(self.values, values)
+        if len(at) and at[-1] < len(self.values):  # (the usual: every value counted already)
+            if (self.values[at] == values).all():
+                self.times[at] += times
+                return 0
         known = at < len(self.values)
         same = self.values[at[known]]
         equal = same == values[known]

@@ -163,7 +163,7 @@ def _walk(reader: RecordReader, size: int, boxes: bool) -> Iterator[Any]:
             return
     from ..recordio.blocks import walk_blocks
 
-    yield from walk_blocks(reader, recover=True, start=pos)
+    yield from walk_blocks(reader, recover=True, start=pos, labels=boxes)
 
 
 def _check_block(

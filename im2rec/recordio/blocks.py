@@ -16,7 +16,6 @@ tests check one against the other).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,8 +25,19 @@ import numpy as np
 
 from .. import native
 from ..executors import tune_malloc
-from ..storage.files import FileView
-from .codec import CFLAG_WHOLE, HEAD, HEAD_SIZE, IR_HEADER, MAGIC, decode_flag, frame_size
+from ..storage.files import FileView, placed, read_room
+from .codec import (
+    CFLAG_WHOLE,
+    HEAD,
+    HEAD_SIZE,
+    IR_HEADER,
+    IR_HEADER_SIZE,
+    MAGIC,
+    decode_flag,
+    frame_size,
+    holds_labels,
+)
+from .detection import Labels
 from .reader import RecordReader
 from .runs import runs
 from .walking import Damage, walk_records
@@ -90,6 +100,8 @@ class Block:
     heads: np.ndarray
     #: :meth:`header_fields`, when the walk copied them as it found the heads
     fields: np.ndarray | None = None
+    #: :meth:`labels`, when the walk gathered them as it read the block
+    labelled: tuple[np.ndarray, Labels] | None = None
 
     def header_fields(self) -> np.ndarray:
         """Each record's frame head and image header (:data:`HEADER_FIELDS`);
@@ -102,6 +114,15 @@ class Block:
         rows = np.where(at < len(words), words[np.minimum(at, len(words) - 1)], 0)
         return rows.astype("<u4").view(HEADER_FIELDS)[:, 0]
 
+    def labels(self) -> tuple[np.ndarray, Labels]:
+        """The records whose header reads with its labels before the image
+        (flag > 0, ``lrec`` holding them): their positions in the block,
+        rising, and their labels, copied out (a detection label each, when
+        the layout holds: :func:`~im2rec.recordio.detection.check`)."""
+        if self.labelled is not None:
+            return self.labelled
+        return _labels_of(self.data, self.heads, self.header_fields())
+
     def values(self, first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """float32 words of ``data``: ``counts[i]`` from byte ``first[i]``
         (multiples of 4, inside ``data``), one after another, and where each
@@ -110,17 +131,35 @@ class Block:
         return runs(words, first.astype(np.int64) >> 2, counts)
 
 
+def _labels_of(
+    data: bytes | memoryview, heads: np.ndarray, fields: np.ndarray
+) -> tuple[np.ndarray, Labels]:
+    """:meth:`Block.labels` of the records at ``heads`` of ``data``."""
+    flag, lrec = fields["flag"].astype(np.int64), fields["lrec"].astype(np.int64)
+    many = np.flatnonzero((flag > 0) & holds_labels(flag, lrec))
+    words = np.frombuffer(data, "<f4", count=len(data) // 4)
+    values, starts = runs(words, (heads[many] + HEAD_SIZE + IR_HEADER_SIZE) >> 2, flag[many])
+    return many, Labels(values, starts, flag[many])
+
+
 def walk_blocks(
-    reader: RecordReader, *, recover: bool = False, block: int = BLOCK, start: int = 0
+    reader: RecordReader,
+    *,
+    recover: bool = False,
+    block: int = BLOCK,
+    start: int = 0,
+    labels: bool = False,
 ) -> Iterator[Block | tuple[int, int] | Damage]:
     """Every record of the file in order from ``start`` (a record's head):
     runs of whole records a :class:`Block` at a time, any other record (or
-    damaged stretch, with ``recover``) as :func:`walk_records` gives it."""
+    damaged stretch, with ``recover``) as :func:`walk_records` gives it.
+    With ``labels``, the blocks' :meth:`Block.labels` are gathered on the
+    reading thread, where it can (the caller asks for each block's)."""
     tune_malloc()  # (a block's arrays, made and freed block after block)
     buf, size = reader.mapping()
     room = min(block // HEAD_SIZE + 1, MAX_RECORDS)
     out = np.empty(room, np.int64)
-    ahead = _ReadAhead(buf, block, room)
+    ahead = _ReadAhead(buf, block, room, labels)
     try:
         base, data, pos = start, b"", start
         walked: _Walked | None = None
@@ -129,9 +168,11 @@ def walk_blocks(
             if not 0 <= at < len(data):
                 base, at = pos, 0
                 data, walked = ahead.read(pos)
+            labelled = None
             if at == 0 and walked is not None:  # (walked as it was read)
                 count, stop = walked.count, walked.stop
                 heads, fields = walked.heads[:count].copy(), walked.fields[:count].copy()
+                labelled = walked.labelled
             else:
                 count, stop = whole_frames(data, at, out)
                 heads, fields = out[:count].copy(), None
@@ -139,7 +180,7 @@ def walk_blocks(
                 pos = base + stop
                 if count < room and (stop == len(data) or _cut(data, stop)):
                     ahead.start(pos)  # (the next block, read while this one is used)
-                yield Block(data, base, heads, fields)
+                yield Block(data, base, heads, fields, labelled)
                 continue
             if at and base + len(data) < size and _cut(data, at):  # (it lies across the end)
                 base = pos
@@ -163,6 +204,7 @@ class _Walked:
     stop: int
     heads: np.ndarray
     fields: np.ndarray
+    labelled: tuple[np.ndarray, Labels] | None
 
 
 class _ReadAhead:
@@ -172,10 +214,11 @@ class _ReadAhead:
     faults on every 4 KiB): a block's ``data`` is good until the walk has
     moved two blocks on. With the C walk, a local block's whole records
     (at most ``room``) are found on the thread too, just after the read,
-    while the block is in the CPU's cache."""
+    while the block is in the CPU's cache, and with ``labels`` their labels
+    gathered (the copy lets go of the GIL)."""
 
-    def __init__(self, buf: Any, block: int, room: int) -> None:
-        self.buf, self.block, self.room = buf, block, room
+    def __init__(self, buf: Any, block: int, room: int, labels: bool = False) -> None:
+        self.buf, self.block, self.room, self.labels = buf, block, room, labels
         self._next: tuple[int, Future[tuple[Any, _Walked | None]]] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._buffers: list[tuple[bytearray, np.ndarray, np.ndarray]] = []
@@ -202,21 +245,17 @@ class _ReadAhead:
         if type(self.buf) is not FileView:
             return self.buf.read(pos, n), None
         if len(self._buffers) < 2:
-            self._buffers.append((bytearray(self.block), np.empty(self.room, np.int64),
+            self._buffers.append((read_room(self.block), np.empty(self.room, np.int64),
                                   np.empty(self.room, HEADER_FIELDS)))  # fmt: skip
-        data, heads, fields = self._buffers[self._turn % len(self._buffers)]
-        view = memoryview(data)[:n]
+        room, heads, fields = self._buffers[self._turn % len(self._buffers)]
+        view = placed(room, pos, n)
         self._turn += 1
-        got = 0
-        while got < n:
-            more = os.preadv(self.buf.fd, [view[got:]], pos + got)
-            if not more:
-                raise self.buf._shrunk(pos + got)
-            got += more
+        self.buf.fill(view, pos)
         if _native is None:
             return view, None
         count, stop = _native(view, 0, heads, fields)
-        return view, _Walked(count, stop, heads, fields)
+        labelled = _labels_of(view, heads[:count], fields[:count]) if self.labels else None
+        return view, _Walked(count, stop, heads, fields, labelled)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import weakref
 
-from ..storage.files import FileRange, pread, pread_at_least
+from ..storage.files import FileRange, placed, pread_at_least, pread_into, read_room
 from .framing import has_aligned_magic
 
 __all__ = ["Chunks", "Lease"]
@@ -45,9 +45,10 @@ class Chunks:
 
     def __init__(self, fd: int, size: int):
         self.fd, self.size = fd, size  # no read past size: a size in a header is not trusted
-        self.buf = memoryview(bytearray(self.SIZE))
+        self.room = read_room(self.SIZE)  # (each filling placed for the kernel's copy)
+        self.buf = placed(self.room, 0, self.SIZE)
         self.lease: Lease | None = Lease()
-        self.chunks = [(self.buf, weakref.ref(self.lease))]
+        self.chunks = [(self.room, weakref.ref(self.lease))]
         self.leased = False  # whether a view of the current filling was handed on
         self.base = self.end = 0  # the chunk holds the file's bytes [base, end)
         if hasattr(os, "posix_fadvise"):
@@ -59,12 +60,13 @@ class Chunks:
         """The ``n`` bytes from ``start`` (fewer only where the file ends)."""
         if self.base <= start and start + n <= self.end:
             return self.buf[start - self.base : start + n - self.base]
-        if n > len(self.buf):  # larger than a chunk: read on its own
+        if n > self.SIZE:  # larger than a chunk: read on its own
             want = max(0, min(n, self.size - start))
             return memoryview(pread_at_least(self.fd, want, start, want))
         self._next_chunk()
-        want, got = max(0, min(len(self.buf), self.size - start)), 0
-        while got < want and (done := _read_into(self.fd, self.buf[got:want], start + got)):
+        self.buf = placed(self.room, start, self.SIZE)
+        want, got = max(0, min(self.SIZE, self.size - start)), 0
+        while got < want and (done := pread_into(self.fd, self.buf[got:want], start + got)):
             got += done
         self.base, self.end = start, start + got
         return self.buf[: min(n, got)]
@@ -74,7 +76,7 @@ class Chunks:
         are while it is alive (None: the view is valid until the next read
         only)."""
         view = self.get(start, n)
-        if self.lease is None or view.obj is not self.buf.obj:
+        if self.lease is None or view.obj is not self.room:
             return view, None
         self.leased = True
         return view, self.lease
@@ -95,24 +97,16 @@ class Chunks:
         return FileRange(self.fd, start, n, name, magic, (keep, lease), view)
 
     def _next_chunk(self) -> None:
-        """Make ``buf`` a chunk no leased view is using, with a new lease."""
+        """Make ``room`` a chunk no leased view is using, with a new lease."""
         if not self.leased and self.lease is not None:
             return  # no view of this filling was handed on: filled again
-        free = next((buf for buf, lease in self.chunks if lease() is None), None)
+        free = next((room for room, lease in self.chunks if lease() is None), None)
         if free is None:
-            free = memoryview(bytearray(self.SIZE))
+            free = read_room(self.SIZE)
             if len(self.chunks) >= self.CHUNKS:  # (see CHUNKS)
-                self.buf, self.lease = free, None
+                self.room, self.lease = free, None
                 return
         self.lease, self.leased = Lease(), False
         self.chunks = [c for c in self.chunks if c[0] is not free]
         self.chunks.append((free, weakref.ref(self.lease)))
-        self.buf = free
-
-
-def _read_into(fd: int, view: memoryview, offset: int) -> int:
-    if hasattr(os, "preadv"):
-        return os.preadv(fd, [view], offset)
-    data = pread(fd, len(view), offset)  # (Windows)
-    view[: len(data)] = data
-    return len(data)
+        self.room = free

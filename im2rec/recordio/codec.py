@@ -17,7 +17,7 @@ against this module.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +43,7 @@ __all__ = [
     "decode_length",
     "encode_lrec",
     "frame_size",
+    "holds_labels",
     "image_start",
     "padded",
     "padding",
@@ -142,3 +143,13 @@ def image_start(flag: W) -> W:
     """Where the image starts in a record whose header has ``flag``: after
     the header and its ``flag`` float32 labels."""
     return IR_HEADER_SIZE + _LABEL_SIZE * flag
+
+
+@overload
+def holds_labels(flag: int, length: int) -> bool: ...
+@overload
+def holds_labels(flag: NDArray[np.int64], length: NDArray[np.int64]) -> NDArray[np.bool_]: ...
+def holds_labels(flag: Any, length: Any) -> Any:
+    """Whether a record of ``length`` bytes (its data, after the length
+    word) holds its image header and the ``flag`` labels after it."""
+    return (length >= IR_HEADER_SIZE) & (image_start(flag) <= length)

@@ -5,8 +5,8 @@ one's records are handled, and each byte is read once (a header read, then
 a body read, for each record reads a file of 100 kB records about 1.6
 times over).
 
-Each record's payload is a view of the chunk it lies in (a ``bytes``
-object that lives while a view of it does: chunks are never reused). A
+Each record's payload is a view of the chunk it lies in (memory that
+lives while a view of it does: chunks are never reused). A
 record that runs past its chunk's end is read alone, where it starts; an
 error (a damaged or cut record) is raised by that same read, so it names
 the byte of the file, not of the chunk.
@@ -64,18 +64,19 @@ def _one_by_one(view: object, size: int, name: str) -> Iterator[tuple[int, memor
         pos = nxt
 
 
-def _chunks(view: FileView, size: int, chunk: int) -> Iterator[tuple[int, bytes]]:
-    """``(start, bytes)`` of the file's consecutive chunks, each read on a
-    thread (``pread`` runs without the GIL) while earlier ones are used."""
+def _chunks(view: FileView, size: int, chunk: int) -> Iterator[tuple[int, memoryview]]:
+    """``(start, data)`` of the file's consecutive chunks, each read on a
+    thread (``pread`` runs without the GIL) while earlier ones are used,
+    into memory placed for the kernel's copy (``FileView.read_placed``)."""
     with ThreadPoolExecutor(1, thread_name_prefix="im2rec-read") as pool:
-        pending: deque[tuple[int, Future[bytes]]] = deque()
+        pending: deque[tuple[int, Future[memoryview]]] = deque()
         start = 0
 
         def submit() -> None:
             nonlocal start
             if start < size:
                 n = min(chunk, size - start)
-                pending.append((start, pool.submit(view.read, start, n)))
+                pending.append((start, pool.submit(view.read_placed, start, n)))
                 start += n
 
         for _ in range(AHEAD + 1):

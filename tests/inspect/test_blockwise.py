@@ -70,7 +70,7 @@ def files(draw: st.DrawFn) -> bytes:
 
 
 def _per_record(
-    reader: Any, *, recover: bool = False, block: int = 0, start: int = 0
+    reader: Any, *, recover: bool = False, block: int = 0, start: int = 0, labels: bool = False
 ) -> Iterator[Any]:
     return walk_records(reader, recover=recover, start=start)
 

@@ -52,3 +52,34 @@ def test_split_lines_cuts_only_at_line_ends() -> None:
     text = f"a{SEPARATORS}b\r\nc\rd\n\ne"
     assert split_lines(text) == [f"a{SEPARATORS}b", "c", "d", "", "e"]
     assert split_lines("x\n") == ["x"] and split_lines("") == []
+
+
+@pytest.mark.parametrize("start", [0, 4, 16, 60, 64, 4100])
+def test_placed_reads_give_the_files_bytes_at_the_offsets_alignment(
+    tmp_path: Path, start: int
+) -> None:
+    """A placed read holds the file's bytes, starts at an address that
+    agrees with its offset modulo READ_ALIGN (where the kernel's copy is
+    quickest), and a file cut short under it is named, not read short."""
+    import numpy as np
+
+    from im2rec.storage.files import READ_ALIGN, FileView, open_regular, placed, read_room
+
+    data = os.urandom(10_000)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    fd, size = open_regular(path)
+    view = FileView(fd, size, str(path))
+    got = view.read_placed(start, 5_000)
+    assert bytes(got) == data[start : start + 5_000]
+    assert np.frombuffer(got, np.uint8).ctypes.data % READ_ALIGN == start % READ_ALIGN
+    assert bytes(view.read_placed(9_000, 5_000)) == data[9_000:]  # (fewer past the end)
+    room = read_room(100)
+    for offset in (start, start + 1, start + 63):
+        part = placed(room, offset, 100)
+        assert len(part) == 100
+        assert np.frombuffer(part, np.uint8).ctypes.data % READ_ALIGN == offset % READ_ALIGN
+    os.truncate(path, 6_000)
+    with pytest.raises(TruncatedRecordError, match="truncated or rewrote"):
+        view.read_placed(start, 8_000)
+    view.close()
