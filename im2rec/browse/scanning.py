@@ -22,6 +22,7 @@ from ..recordio.codec import HEAD_SIZE, IR_HEADER_SIZE, decode_length, image_sta
 from ..recordio.runs import runs
 from .kept import BROKEN, IMAGED, UNDECODABLE, Facts, Writer, identities, kept_path, read_kept
 from .kept import settled as settled_files
+from .priority import PageFirst
 
 __all__ = ["BOX_BINS", "CHUNK", "Scan", "Scanner", "Selection", "measures"]
 
@@ -89,6 +90,7 @@ class Scanner:
         self._dense = np.zeros(0, np.int64)
         self._sparse: dict[int, int] = {}
         self._last: tuple[Selection, np.ndarray] | None = None
+        self._page: PageFirst | None = None
         self._identity: list[str] | None = None
         if not reader.remote and not reader.index_scanned:
             self._identity = identities(path, os.fspath(reader.index_path))
@@ -103,13 +105,14 @@ class Scanner:
                              undecodable=int(s["undecodable"]), images_finished=True,
                              started=True, kept=True)  # fmt: skip
 
-    def start(self, stop: threading.Event) -> None:
+    def start(self, stop: threading.Event, page: PageFirst | None = None) -> None:
         """:meth:`run` on a thread of its own, unless it has started (or
-        the scan was kept)."""
+        the scan was kept), giving way to ``page``'s requests."""
         with self._lock:
             if self.scan.started:
                 return
             self.scan.started = True
+            self._page = page
         threading.Thread(target=self.run, args=(stop,), daemon=True,
                          name="im2rec-browse-scan").start()  # fmt: skip
 
@@ -149,6 +152,8 @@ class Scanner:
         order = None if bool(np.all(offsets[1:] > offsets[:-1])) else np.argsort(offsets)
         ordered = offsets if order is None else offsets[order]
         for item in walk_blocks(self.reader):
+            if self._page is not None:
+                self._page.give_way()
             if stop.is_set():
                 return
             if isinstance(item, Block):

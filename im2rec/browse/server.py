@@ -5,8 +5,9 @@ an Origin, when sent, this page's (cross-site requests); every answer has
 a Content-Security-Policy that lets the page load only its own files. No
 request names a file-system path: datasets and records are numbers.
 Thumbnails are made in a pool of ``workers`` threads (Pillow decodes
-without the GIL); a record that is not an image is an answer saying why,
-never an error of the server."""
+without the GIL), the background scans giving way to the page's requests
+(:class:`~.priority.PageFirst`); a record that is not an image is an
+answer saying why, never an error of the server."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from ..imaging.headers import image_extension
 from ..recordio.detection import problem
 from .charts import charts
 from .preview import CLASSIFY, DETECT, MAX_DRAWS, Drawn, preview
+from .priority import PageFirst
 from .records import THUMB_SIDES, Browsed
 from .scanning import Selection
 
@@ -75,6 +77,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
     """The application serving ``datasets``; their scans start with it."""
     pool = ThreadPoolExecutor(options.workers, thread_name_prefix="im2rec-browse")
     stop = threading.Event()
+    page = PageFirst()
     drawn: OrderedDict[int, bytes] = OrderedDict()
     counter = itertools.count()
     allowed: set[str] = set()
@@ -97,7 +100,11 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
             return _refuse(403, "a token is required: open the address rec browse printed")
         if request.method not in ("GET", "HEAD"):
             return _refuse(405, "read only")
-        response: web.StreamResponse = await handler(request)
+        if request.path == "/api/scan":  # (the page's polls of the scan: not in its way)
+            response: web.StreamResponse = await handler(request)
+        else:
+            with page.serving():  # (the scans give way meanwhile)
+                response = await handler(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -199,7 +206,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
     async def scan(request: web.Request) -> web.StreamResponse:
         ds = dataset(request)
         if request.query.get("start") == "1":
-            ds.scanner.start(stop)
+            ds.scanner.start(stop, page)
         return web.json_response(ds.scanner.state(ds.classes))
 
     async def stats(request: web.Request) -> web.StreamResponse:
@@ -253,7 +260,7 @@ def make_app(datasets: list[Browsed], options: BrowseOptions) -> web.Application
     async def started(app: web.Application) -> None:
         for ds in datasets:
             if not ds.reader.remote:  # (a remote one's blocks are fetched when asked)
-                ds.scanner.start(stop)
+                ds.scanner.start(stop, page)
 
     async def stopped(app: web.Application) -> None:
         stop.set()

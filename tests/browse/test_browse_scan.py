@@ -230,3 +230,34 @@ def test_the_preview_and_the_view_take_png_grey_and_broken_records(
         assert _records(server, "ds=0&problem=broken") == [3, 4]
     finally:
         server.stop()
+
+
+def test_the_scan_gives_way_to_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a request of the page is in hand, the scan waits before its
+    next block (so a grid shows at once, whatever the scan reads); once
+    none is, it goes on, both passes, to the end."""
+    import threading
+
+    from im2rec.browse.priority import PageFirst
+    from im2rec.browse.scanning import Scanner
+    from im2rec.recordio import IndexedRecordReader
+
+    monkeypatch.setenv("IM2REC_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "d.rec"
+    with IndexedRecordWriter(path) as w:
+        for i in range(30):
+            w.write_key(i, pack((0, float(i % 3), i, 0), _jpeg(32, 24, i)))
+    scanner = Scanner(IndexedRecordReader(path), str(path))
+    page, stop = PageFirst(most=120), threading.Event()
+    deadline = time.monotonic() + 60
+    with page.serving():
+        scanner.start(stop, page)
+        while not page.waiting:  # (polled: the scan reaches its first block)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert scanner.scan.done == 0 and not scanner.scan.finished
+    while not scanner.scan.images_finished:
+        assert time.monotonic() < deadline and not scanner.scan.error, scanner.scan
+        time.sleep(0.01)
+    assert scanner.scan.done == scanner.scan.images_done == 30
+    assert scanner.scan.classes == {0: 10, 1: 10, 2: 10}
