@@ -30,6 +30,8 @@ RULES = [
     ("where the image starts", r"\b24\s*\+\s*8\b|\b8\s*\+\s*24\b|\b4\s*\*\s*(header\s*\.\s*)?flags?\b",
      {"recordio/codec.py"}, ["w == 24 + 8", "s = 8 + 24 + x", "e = HEADER_SIZE + 4 * flag",
                              "s = 4 * header.flag"]),
+    ("whether a record holds its labels", r"\bimage_start\s*\([^)]*\)\s*<=|>=\s*image_start\s*\(",
+     {"recordio/codec.py"}, ["fits = image_start(flag) <= n", "ok = lrec >= image_start(0)"]),
     ("a class index", r"\b2(\.0)?\s*\*\*\s*53\b|\b1\s*<<\s*53\b", {"recordio/header.py"},
      ["0 <= v < 2**53", "v < 2.0 ** 53", "abs(v) < 1 << 53"]),
     ("decoding upright", r"\bexif_transpose\b|\.\s*draft\s*\([^,]*,\s*\(|\bexif_orientation\s*\(",

@@ -16,6 +16,7 @@ tests check one against the other).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -135,6 +136,9 @@ def _labels_of(
     data: bytes | memoryview, heads: np.ndarray, fields: np.ndarray
 ) -> tuple[np.ndarray, Labels]:
     """:meth:`Block.labels` of the records at ``heads`` of ``data``."""
+    if not fields["flag"].any():  # (the usual classification block: no labels before images)
+        none = np.empty(0, np.int64)
+        return none, Labels(np.empty(0, np.float32), none, none)
     flag, lrec = fields["flag"].astype(np.int64), fields["lrec"].astype(np.int64)
     many = np.flatnonzero((flag > 0) & holds_labels(flag, lrec))
     words = np.frombuffer(data, "<f4", count=len(data) // 4)
@@ -221,7 +225,7 @@ class _ReadAhead:
         self.buf, self.block, self.room, self.labels = buf, block, room, labels
         self._next: tuple[int, Future[tuple[Any, _Walked | None]]] | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._buffers: list[tuple[bytearray, np.ndarray, np.ndarray]] = []
+        self._buffers: list[tuple[mmap.mmap, np.ndarray, np.ndarray]] = []
         self._turn = 0
 
     def start(self, pos: int) -> None:

@@ -19,7 +19,7 @@ import struct
 from typing import Any, NamedTuple
 
 from ..errors import RecordFormatError
-from .codec import IR_HEADER, IR_HEADER_SIZE, image_start
+from .codec import IR_HEADER, IR_HEADER_SIZE, holds_labels, image_start
 
 __all__ = [
     "HEADER_SIZE",
@@ -167,7 +167,7 @@ def unpack(s: bytes | bytearray | memoryview) -> tuple[IRHeader, bytes]:
         # the per-record hot path of every reader.
         return _new_tuple(IRHeader, fields), s[HEADER_SIZE:]  # type: ignore[return-value]
     end = image_start(flag)
-    if len(s) < end:
+    if not holds_labels(flag, len(s)):
         raise RecordFormatError(
             f"record header says {flag:,} float32 labels follow, but the record "
             f"holds only {len(s):,} bytes; the record is damaged or not an image record"

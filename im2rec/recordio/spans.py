@@ -28,6 +28,7 @@ from .codec import (
     MAX_RECORD_SIZE,
     decode_flag,
     frame_size,
+    holds_labels,
     image_start,
 )
 from .header import is_class_index
@@ -88,13 +89,13 @@ def read_singles(
     bases = bases[:count]
     words = data[bases[:, None] + np.arange(_FIRST)]
     head = words.view("<u4").reshape(count, _FIRST // 4)  # magic, lrec, flag, label, id (2)
-    lrec = head[:, 1].astype(np.int64)
+    lrec, flag = head[:, 1].astype(np.int64), head[:, 2].astype(np.int64)
     good = (
         (head[:, 0] == MAGIC)
         & (decode_flag(lrec) == CFLAG_WHOLE)
         & (frame_size(lrec) == spans[:count])
-        & (lrec >= image_start(0))
-        & (head[:, 2] == 0)  # flag 0: one label, in the header
+        & holds_labels(flag, lrec)
+        & (flag == 0)  # flag 0: one label, in the header
     )
     labels = head[:, 3].view("<f4").astype(np.float32)
     if classes:

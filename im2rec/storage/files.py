@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import mmap
 import os
 import stat
 import threading
@@ -73,9 +74,15 @@ def pread_into(fd: int, view: memoryview, offset: int) -> int:
 READ_ALIGN = 64
 
 
-def read_room(size: int) -> Any:
-    """Memory for reads of up to ``size`` bytes (a uint8 array, not zeroed):
-    :func:`placed` says where in it a read from a given offset goes."""
+def read_room(size: int, *, reused: bool = True) -> Any:
+    """Memory for reads of up to ``size`` bytes (:func:`placed` says where a
+    read goes in it). Reused read after read: anonymous pages of its own,
+    resident as far as reads fill them and off the heap, where numpy's huge
+    pages would stay behind it. Made for one read: a numpy array from the
+    heap, whose allocator hands back the last one's pages (fresh pages
+    would be faulted in for every read)."""
+    if reused:
+        return mmap.mmap(-1, size + READ_ALIGN)
     import numpy as np  # (its readers have it imported already)
 
     return np.empty(size + READ_ALIGN, np.uint8)
@@ -85,7 +92,8 @@ def placed(room: Any, offset: int, n: int) -> memoryview:
     """The ``n`` bytes of ``room`` (:func:`read_room`) that a read from file
     ``offset`` goes into: where their address agrees with ``offset``
     modulo :data:`READ_ALIGN`, so the kernel copies at full speed."""
-    shift = (offset - room.ctypes.data) % READ_ALIGN
+    start = room.ctypes.data if hasattr(room, "ctypes") else 0  # (a mapping starts at a page)
+    shift = (offset - start) % READ_ALIGN
     return memoryview(room)[shift : shift + n]
 
 
@@ -203,7 +211,7 @@ class FileView:
         memory placed for the kernel's copy (:func:`placed`): for large
         reads, at up to twice the speed of :meth:`read`."""
         n = max(0, min(n, self.size - start))
-        view = placed(read_room(n), start, n)
+        view = placed(read_room(n, reused=False), start, n)
         self.fill(view, start)
         return view
 

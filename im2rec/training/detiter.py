@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ConfigError, RecordFormatError
 from ..recordio import RecordReader, unpack
-from ..recordio.codec import CFLAG_WHOLE, HEAD_SIZE, decode_flag, decode_length, image_start
+from ..recordio.codec import CFLAG_WHOLE, HEAD_SIZE, decode_flag, decode_length, holds_labels
 from ..recordio.detection import MAX_LENGTH
 from ..storage.blockcache import BlockCache
 from .augment.detection import SAMPLER_OPTIONS, DetAugmenter
@@ -199,7 +199,7 @@ def label_widths(
             words = block[at[:, None] + np.arange(_FLAG_END)].view("<u4")  # magic, lrec, flag
             lrec, flags = words[:, 1].astype(np.int64), words[:, 2].astype(np.int64)
             whole = decode_flag(lrec) == CFLAG_WHOLE
-            fits = whole & (image_start(flags) <= decode_length(lrec))
+            fits = whole & holds_labels(flags, decode_length(lrec))
             fits &= flags <= MAX_LENGTH
             if fits.any():
                 widest = max(widest, int(flags[fits].max()))
