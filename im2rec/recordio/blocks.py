@@ -124,13 +124,6 @@ class Block:
             return self.labelled
         return _labels_of(self.data, self.heads, self.header_fields())
 
-    def values(self, first: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """float32 words of ``data``: ``counts[i]`` from byte ``first[i]``
-        (multiples of 4, inside ``data``), one after another, and where each
-        run starts in them."""
-        words = np.frombuffer(self.data, "<f4", count=len(self.data) // 4)
-        return runs(words, first.astype(np.int64) >> 2, counts)
-
 
 def _labels_of(
     data: bytes | memoryview, heads: np.ndarray, fields: np.ndarray

@@ -1,5 +1,5 @@
 """Runs of values copied out of an array, one after another: the labels of
-a block's records (:meth:`~im2rec.recordio.blocks.Block.values`), the
+a block's records (:meth:`~im2rec.recordio.blocks.Block.labels`), the
 objects of many detection labels (:func:`~im2rec.recordio.detection.check`).
 
 4-byte values are copied by ``_words.gather`` (a ``memcpy`` a run) where
