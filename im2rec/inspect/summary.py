@@ -20,7 +20,6 @@ from ..recordio.codec import (
     image_start,
 )
 from ..recordio.faces import face_header, layout_record
-from ..recordio.index import index_arrays
 from ..recordio.walking import header_at, length_word
 from ..storage import exists, sibling
 
@@ -47,6 +46,11 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
     reader = RecordReader(path)
     buf, size = reader.mapping()
     from ..recordio.blocks import Block, walk_blocks
+    from .indexcheck import parse_ahead
+
+    index_path = sibling(reader.location, ".idx")
+    index_exists = exists(index_path)
+    parsed = parse_ahead(index_path) if index_exists else None  # (beside the walk)
 
     walk = _Walk(reader.name, buf)
     for item in walk_blocks(reader, labels=True):
@@ -78,14 +82,12 @@ def summarise(path: str | os.PathLike[str], *, sample: int | None = 200) -> dict
             formats["over the pixel limit"] += 1
         except DECODE_ERRORS:  # a summary counts what it cannot read (RecordFormatError too)
             formats["not an image"] += 1
-    index_path = sibling(reader.location, ".idx")
     agrees = None
-    index_exists = exists(index_path)
-    if index_exists:
+    if parsed is not None:
         try:
             import numpy as np
 
-            _, offsets = index_arrays(index_path)
+            _, offsets = parsed()
             starts = np.frombuffer(heads, dtype=np.int64) if n else np.empty(0, np.int64)
             # (the walk finds heads in file order: sorted) 8 bytes a record, no lists
             agrees = len(offsets) == n and (

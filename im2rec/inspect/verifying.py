@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from ..errors import Im2RecError
 from ..progress import with_progress
-from ..recordio import RecordReader, read_index_entries, read_record, unpack
+from ..recordio import RecordReader, read_record, unpack
 from ..recordio.codec import (
     CFLAG_LAST,
     CFLAG_WHOLE,
@@ -24,11 +23,11 @@ from ..recordio.codec import (
     padding_bits,
 )
 from ..recordio.framing import Buffer, not_recordio
-from ..recordio.index import index_arrays
 from ..recordio.manifests import load_pack_manifest
 from ..recordio.walking import Damage, Progress, header_at, walk_records
 from ..storage import exists, sibling
 from ..storage.files import FileView, open_regular, read_json
+from .indexcheck import SMALL_INDEX, index_problems, index_size
 
 __all__ = [
     "LABEL_PROBLEMS",
@@ -93,6 +92,14 @@ def verify(
         reader.close()
         raise wrong
     result = VerifyResult(reader.name, size)
+    index_location = os.fspath(idx) if idx is not None else sibling(reader.location, ".idx")
+    index_path = Path(index_location)
+    indexed = idx is not None or exists(index_location)
+    parsed = None
+    if indexed and (boxes or index_size(index_location, 0) >= SMALL_INDEX):  # (arrays, surely)
+        from .indexcheck import parse_ahead
+
+        parsed = parse_ahead(index_location)  # (beside the walk)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
     broken = 0  # records whose label is no detection label
     for item in _walk(reader, size, boxes):
@@ -122,10 +129,11 @@ def verify(
     if broken > LABEL_PROBLEMS:
         result.problems.append(Problem(None, None, f"{broken - LABEL_PROBLEMS:,} more records' "
                                        "labels are not detection labels"))  # fmt: skip
-    index_location = os.fspath(idx) if idx is not None else sibling(reader.location, ".idx")
-    index_path = Path(index_location)
-    if idx is not None or exists(index_location):
-        _check_index(index_location, heads, size, result, arrays=len(heads) >= BLOCKS_FROM or boxes)
+    if indexed:
+        arrays = len(heads) >= BLOCKS_FROM or boxes
+        count, found = index_problems(index_location, heads, size, arrays=arrays, parsed=parsed)
+        result.indexed = count if count is not None else result.indexed
+        result.problems.extend(Problem(*p) for p in found)
     if manifest is not None:
         _check_manifest(Path(manifest), buf, index_path, result)
     if on_progress is not None:
@@ -267,105 +275,6 @@ def _check_image(buf: Buffer, item: tuple[int, int], name: str, result: VerifyRe
         result.problems.append(Problem(head, key, "the payload is not an image Pillow can read"))
     except DECODE_ERRORS as exc:  # (RecordFormatError among them)
         result.problems.append(Problem(head, key, f"the image does not decode: {exc}"))
-
-
-def _check_index(
-    path: str, heads: array[int], size: int, result: VerifyResult, *, arrays: bool = False
-) -> None:
-    """The ``.idx`` against the record heads the walk found: every offset a
-    head, every key once, as many entries as records. A small index is
-    checked with Python lists and a set (no numpy import: start-up is most
-    of a small file's check); a large one, or any with ``arrays`` (numpy
-    is in already), with arrays (8 bytes a record each) and sorting, not
-    sets of Python ints: 5M records took 1.5 GB."""
-    name = path.rsplit("/", 1)[-1]
-    keys: Any
-    offsets: Any
-    try:
-        if _size_of(path) < _SMALL_INDEX and not arrays:
-            keys, offsets = read_index_entries(path)
-            head_set = set(heads)
-            bad = [i for i, off in enumerate(offsets) if off not in head_set]
-            del head_set
-            strays, dups = len(bad), [k for k, n in Counter(keys).items() if n > 1]
-        else:
-            keys, offsets = index_arrays(path)
-            strays, bad = _stray_offsets(offsets, heads)
-            dups = _repeated(keys)
-    except Im2RecError as exc:
-        result.problems.append(Problem(None, None, str(exc)))
-        return
-    result.indexed = len(offsets)
-    for i in bad[:20]:
-        off = int(offsets[i])
-        where = "past the end of the file" if off + 8 > size else "not the start of a record"
-        result.problems.append(Problem(off, _py(keys[i]), f"{name}: offset {off:,} is {where}"))
-    if strays > 20:
-        result.problems.append(
-            Problem(None, None, f"{name}: {strays - 20:,} more offsets are not record starts")
-        )
-    if dups:
-        shown = ", ".join(map(repr, dups[:5])) + (", ..." if len(dups) > 5 else "")
-        result.problems.append(
-            Problem(None, None, f"{name}: {len(dups):,} key(s) appear more than once: {shown}")
-        )
-    if len(offsets) != len(heads):
-        result.problems.append(
-            Problem(
-                None,
-                None,
-                f"{name} lists {len(offsets):,} records, the file holds {len(heads):,}",
-            )
-        )
-
-
-def _stray_offsets(offsets: Any, heads: array[int]) -> tuple[int, list[int]]:
-    """How many offsets are no record head, and the positions of the first 20."""
-    import numpy as np
-
-    starts = np.frombuffer(heads, dtype=np.int64) if len(heads) else np.empty(0, np.int64)
-    if np.array_equal(offsets, starts):  # (the usual: the heads themselves, in order)
-        return 0, []
-    bad: list[int] = []
-    strays = 0
-    for begin in range(0, len(offsets), _PIECE):
-        piece = offsets[begin : begin + _PIECE]
-        at = np.minimum(np.searchsorted(starts, piece), max(len(starts) - 1, 0))
-        stray = np.flatnonzero(starts[at] != piece) if len(starts) else np.arange(len(piece))
-        strays += len(stray)
-        if len(bad) < 20:
-            bad.extend((stray[: 20 - len(bad)] + begin).tolist())
-    return strays, bad
-
-
-_PIECE = 1 << 16  # offsets looked up at a time: the temporaries stay small
-
-
-#: .idx bytes (about 250,000 lines) below which Python objects are cheap enough
-_SMALL_INDEX = 4 << 20
-
-
-def _size_of(path: str) -> int:
-    from ..storage import is_url
-
-    return 0 if is_url(path) else os.path.getsize(path)
-
-
-def _py(key: Any) -> Any:
-    return key.item() if hasattr(key, "item") else key
-
-
-def _repeated(keys: Any) -> list[Any]:
-    """The keys that appear more than once (sorted int64 keys, else a Counter)."""
-    import numpy as np
-
-    if isinstance(keys, np.ndarray):
-        if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):  # (rising: none twice)
-            return []
-        ordered = np.sort(keys)
-        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-        return [int(k) for k in np.unique(repeated)]
-    return [k for k, n in Counter(keys).items() if n > 1]
 
 
 def _check_manifest(path: Path, buf: Buffer, index_path: Path, result: VerifyResult) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,49 @@ def test_a_length_word_cut_into_the_padding_is_damage(tmp_path: Path, cut: int) 
     with pytest.raises(RecordFormatError, match=r"cut.rec: the padding .* is not zeros.*merged"):
         merge_recs([path], tmp_path / "merged.rec")
     assert not (tmp_path / "merged.rec").exists()
+
+
+@pytest.mark.parametrize("damage", ["repeated and unaligned", "a line that is no entry"])
+def test_an_index_parsed_beside_the_walk_is_judged_as_one_parsed_after(
+    packed: Path, damage: str
+) -> None:
+    """``--boxes`` parses the .idx on a thread while the walk runs
+    (im2rec.inspect.indexcheck.parse_ahead); what it finds of the index is
+    what the parse after the walk finds, problems and count alike."""
+    idx = packed.with_suffix(".idx")
+    lines = idx.read_text().splitlines(True)
+    if damage == "a line that is no entry":
+        lines[4] = "four\tscore\n"
+    else:
+        key0, off0 = lines[0].split("\t")
+        lines[1] = f"{key0}\t{lines[1].split(chr(9))[1]}"
+        lines[2] = f"{lines[2].split(chr(9))[0]}\t{int(off0) + 2}\n"
+    idx.write_text("".join(lines))
+
+    def of_the_index(boxes: bool) -> tuple[int | None, list[tuple[int | None, object, str]]]:
+        result = verify(packed, boxes=boxes)
+        found = [(p.offset, p.key, p.message) for p in result.problems if "p.idx" in p.message]
+        return result.indexed, found
+
+    after, beside = of_the_index(False), of_the_index(True)
+    assert beside == after and after[1]
+    if damage == "a line that is no entry":
+        assert after[0] is None and "p.idx:5: " in after[1][0][2]
+    else:
+        assert after[0] == 30 and len(after[1]) == 2
+
+
+def test_parse_ahead_gives_the_parse_or_raises_its_error(packed: Path) -> None:
+    from im2rec.errors import IndexFormatError
+    from im2rec.inspect.indexcheck import parse_ahead
+    from im2rec.recordio.index import index_arrays
+
+    idx = str(packed.with_suffix(".idx"))
+    keys, offsets = parse_ahead(idx)()
+    want_keys, want_offsets = index_arrays(idx)
+    assert keys.tolist() == want_keys.tolist() and offsets.tolist() == want_offsets.tolist()
+    Path(idx).write_text("0\t0\n0\tx\n")
+    with pytest.raises(IndexFormatError) as caught:
+        index_arrays(idx)
+    with pytest.raises(IndexFormatError, match=f"^{re.escape(str(caught.value))}$"):
+        parse_ahead(idx)()
