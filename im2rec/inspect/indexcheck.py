@@ -24,7 +24,7 @@ from ..recordio.index import index_arrays
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["SMALL_INDEX", "index_problems", "index_size", "parse_ahead"]
+__all__ = ["SMALL_INDEX", "hint_heads", "index_problems", "index_size", "parse_ahead"]
 
 Parsed = tuple[Any, Any]  # (keys, offsets): what index_arrays gives
 #: (offset or None, key or None, what is wrong): a problem, as verify's Problem takes it
@@ -33,6 +33,10 @@ Found = tuple[int | None, Any, str]
 #: .idx bytes (about 250,000 lines) below which Python objects are cheap enough
 SMALL_INDEX = 4 << 20
 _PIECE = 1 << 16  # offsets looked up at a time: the temporaries stay small
+#: an .idx read for hints only below this size (about 55,000 lines)
+_HINTS_INDEX = 1 << 20
+#: bytes asked for either side of a head: its header, and the padding before it
+_AROUND = 4096
 
 
 def parse_ahead(path: str) -> Callable[[], Parsed]:
@@ -51,6 +55,39 @@ def parse_ahead(path: str) -> Callable[[], Parsed]:
 
     threading.Thread(target=parse, name="im2rec-index", daemon=True).start()
     return future.result
+
+
+def hint_heads(path: str, fd: int, size: int, most: int) -> Callable[[], None]:
+    """Ask the kernel, on a daemon thread, to read the pages around each
+    offset the ``.idx`` at ``path`` lists (in file order; an ``.idx`` under
+    1 MiB of at most ``most`` lines), so that a walk of frame heads behind
+    it finds them read: over a cold file it no longer waits for one read at
+    a time (``posix_fadvise`` ``WILLNEED``: the reads are queued at once).
+    Advice only: an ``.idx`` that does not read, an offset outside the
+    ``size`` bytes of the file ``fd``, a system without the call: no hint.
+    Returns the call that stops it (when the walk has ended)."""
+    stop = threading.Event()
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None or index_size(path, _HINTS_INDEX) >= _HINTS_INDEX:
+        return stop.set
+
+    def run() -> None:
+        try:
+            _, offsets = read_index_entries(path)
+        except (Im2RecError, OSError, ValueError):  # (the index check says why)
+            return
+        if len(offsets) > most:
+            return
+        for offset in sorted(o for o in offsets if 0 <= o < size):
+            if stop.is_set():
+                return
+            try:
+                advise(fd, max(offset - _AROUND, 0), 2 * _AROUND, os.POSIX_FADV_WILLNEED)
+            except OSError:  # (the file closed under it: the walk has ended)
+                return
+
+    threading.Thread(target=run, name="im2rec-hints", daemon=True).start()
+    return stop.set
 
 
 def index_problems(

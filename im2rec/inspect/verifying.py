@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,9 @@ from ..recordio.codec import (
 from ..recordio.framing import Buffer, not_recordio
 from ..recordio.manifests import load_pack_manifest
 from ..recordio.walking import Damage, Progress, header_at, walk_records
-from ..storage import exists, sibling
+from ..storage import exists, is_url, sibling
 from ..storage.files import FileView, open_regular, read_json
-from .indexcheck import SMALL_INDEX, index_problems, index_size
+from .indexcheck import SMALL_INDEX, hint_heads, index_problems, index_size
 
 __all__ = [
     "LABEL_PROBLEMS",
@@ -102,7 +102,13 @@ def verify(
         parsed = parse_ahead(index_location)  # (beside the walk)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
     broken = 0  # records whose label is no detection label
-    for item in _walk(reader, size, boxes):
+    stops: list[Callable[[], None]] = []
+
+    def few() -> None:  # (a walk a record at a time: the heads the index lists read ahead)
+        if indexed and type(buf) is FileView and not is_url(index_location):
+            stops.append(hint_heads(index_location, buf.fd, size, BLOCKS_FROM))
+
+    for item in _walk(reader, size, boxes, few):
         if isinstance(item, Damage):
             result.problems.append(
                 Problem(
@@ -125,6 +131,8 @@ def verify(
             broken += _check_label(buf, item, reader.name, result, broken)
         if on_progress is not None and len(heads) % 4096 == 0:
             on_progress(item[1], size)
+    for stop in stops:
+        stop()
     result.records = len(heads)
     if broken > LABEL_PROBLEMS:
         result.problems.append(Problem(None, None, f"{broken - LABEL_PROBLEMS:,} more records' "
@@ -151,10 +159,13 @@ _FIRST = 64
 BLOCKS_FROM = 32_768
 
 
-def _walk(reader: RecordReader, size: int, boxes: bool) -> Iterator[Any]:
+def _walk(
+    reader: RecordReader, size: int, boxes: bool, few: Callable[[], None] = lambda: None
+) -> Iterator[Any]:
     """The walk: a record at a time, then, where the file holds about
     BLOCKS_FROM records or more (or labels are checked: numpy then anyway),
-    blocks of whole records (and any other record alone)."""
+    blocks of whole records (and any other record alone). ``few`` is called
+    where it goes on a record at a time."""
     walk = walk_records(reader, recover=True)
     pos, seen = 0, 0
     if not boxes:
@@ -167,6 +178,7 @@ def _walk(reader: RecordReader, size: int, boxes: bool) -> Iterator[Any]:
         else:
             return
         if size * seen < BLOCKS_FROM * pos:  # (few records: go on one at a time)
+            few()
             yield from walk
             return
     from ..recordio.blocks import walk_blocks

@@ -236,3 +236,67 @@ def test_parse_ahead_gives_the_parse_or_raises_its_error(packed: Path) -> None:
         index_arrays(idx)
     with pytest.raises(IndexFormatError, match=f"^{re.escape(str(caught.value))}$"):
         parse_ahead(idx)()
+
+
+def _resident(path: Path) -> list[bool]:
+    """Which of the file's pages are in the page cache: ``mincore`` over a
+    read-only mapping made with libc (the test's own look at the cache)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]  # fmt: skip
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as f:
+        at = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+        assert at not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            assert libc.mincore(ctypes.c_void_p(at), size, vec) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(ctypes.c_void_p(at), size)
+    return [bool(v & 1) for v in vec]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="posix_fadvise and mincore: Linux")
+def test_a_cold_walk_has_the_heads_its_index_lists_read_ahead(tmp_path: Path) -> None:
+    """Over a cold file a walk of frame heads waited for one read at a
+    time; the heads the .idx lists are now asked of the kernel at once
+    (indexcheck.hint_heads): their pages come into the page cache, the
+    pages between them do not, and verify finds what it found before."""
+    import os
+    import time
+
+    from im2rec.inspect.indexcheck import hint_heads
+    from im2rec.recordio import read_index_entries
+
+    rec = tmp_path / "big.rec"
+    with IndexedRecordWriter(rec) as w:
+        for i in range(24):
+            w.write_key(i, pack((0, float(i % 3), i, 0), bytes([i]) * (256 << 10)))
+    os.sync()
+    fd = os.open(rec, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if any(_resident(rec)):
+            pytest.skip("this file system keeps the file's pages (tmpfs?): nothing to read ahead")
+        offsets = read_index_entries(rec.with_suffix(".idx"))[1]
+        stop = hint_heads(str(rec.with_suffix(".idx")), fd, rec.stat().st_size, 100)
+        page = 4096
+        heads = {o // page for o in offsets}
+        deadline = time.monotonic() + 30
+        while not all((cached := _resident(rec))[p] for p in heads):
+            assert time.monotonic() < deadline, "the heads' pages were not read ahead"
+            time.sleep(0.01)
+        stop()
+        middles = [(o + (128 << 10)) // page for o in offsets]
+        assert not any(cached[p] for p in middles)
+    finally:
+        os.close(fd)
+    good = verify(rec)
+    assert good.ok and good.records == good.indexed == 24
