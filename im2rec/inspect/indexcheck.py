@@ -3,9 +3,10 @@ info`` and ``rec verify`` walk the ``.rec`` (:func:`parse_ahead`), then
 checked against the heads the walk found (:func:`index_problems`).
 
 The parse (0.14 s for Objects365's 1.7M lines) used to follow the walk;
-it now runs beside it, on the core the walk's reader leaves idle. Its
-thread is a daemon: a command stopped (Ctrl-C, an error in the walk)
-does not wait for a parse nobody will use.
+it now runs beside it, on the core the walk's reader leaves idle, and
+before a walk from frame head to frame head it asks for the heads it
+lists. Its thread is a daemon: a command stopped (Ctrl-C, an error in
+the walk) does not wait for a parse nobody will use.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..recordio.index import index_arrays
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["SMALL_INDEX", "hint_heads", "index_problems", "index_size", "parse_ahead"]
+__all__ = ["SMALL_INDEX", "index_problems", "index_size", "parse_ahead"]
 
 Parsed = tuple[Any, Any]  # (keys, offsets): what index_arrays gives
 #: (offset or None, key or None, what is wrong): a problem, as verify's Problem takes it
@@ -33,61 +34,62 @@ Found = tuple[int | None, Any, str]
 #: .idx bytes (about 250,000 lines) below which Python objects are cheap enough
 SMALL_INDEX = 4 << 20
 _PIECE = 1 << 16  # offsets looked up at a time: the temporaries stay small
-#: an .idx read for hints only below this size (about 55,000 lines)
-_HINTS_INDEX = 1 << 20
 #: bytes asked for either side of a head: its header, and the padding before it
 _AROUND = 4096
 
 
-def parse_ahead(path: str) -> Callable[[], Parsed]:
-    """Start :func:`~im2rec.recordio.index.index_arrays` of ``path`` now;
-    the call returned waits for it and gives its ``(keys, offsets)``, or
-    raises what it raised."""
+def parse_ahead(
+    path: str, *, lists: bool = False, hints: tuple[int, int, int] | None = None
+) -> Callable[[], Parsed]:
+    """Start parsing the ``.idx`` at ``path`` now, on a daemon thread:
+    :func:`~im2rec.recordio.index.index_arrays`, or with ``lists``
+    :func:`~im2rec.recordio.read_index_entries` (lists, no numpy). The call
+    returned waits for the parse and gives its ``(keys, offsets)``, or
+    raises what it raised.
+
+    With ``hints`` ``(fd, size, most)``, the thread then asks the kernel to
+    read the pages around each offset listed (in file order; an ``.idx`` of
+    at most ``most`` entries), so that a walk of frame heads behind it finds
+    them read: over a cold file it no longer waits for one read at a time
+    (``posix_fadvise`` ``WILLNEED``: the reads are queued at once). Advice
+    only: an offset outside the ``size`` bytes of the file ``fd``, a system
+    without the call: no hint. The hints stop when the parse is asked for
+    (the walk has ended)."""
     from concurrent.futures import Future  # (about 10 ms: only where a parse runs ahead)
 
     future: Future[Parsed] = Future()
+    stop = threading.Event()
 
     def parse() -> None:
         try:
-            future.set_result(index_arrays(path))
+            parsed = read_index_entries(path) if lists else index_arrays(path)
         except BaseException as exc:  # (handed to the caller, raised there)
             future.set_exception(exc)
+            return
+        future.set_result(parsed)
+        if hints is not None:
+            _hint(parsed[1], *hints, stop)
+
+    def result() -> Parsed:
+        stop.set()
+        return future.result()
 
     threading.Thread(target=parse, name="im2rec-index", daemon=True).start()
-    return future.result
+    return result
 
 
-def hint_heads(path: str, fd: int, size: int, most: int) -> Callable[[], None]:
-    """Ask the kernel, on a daemon thread, to read the pages around each
-    offset the ``.idx`` at ``path`` lists (in file order; an ``.idx`` under
-    1 MiB of at most ``most`` lines), so that a walk of frame heads behind
-    it finds them read: over a cold file it no longer waits for one read at
-    a time (``posix_fadvise`` ``WILLNEED``: the reads are queued at once).
-    Advice only: an ``.idx`` that does not read, an offset outside the
-    ``size`` bytes of the file ``fd``, a system without the call: no hint.
-    Returns the call that stops it (when the walk has ended)."""
-    stop = threading.Event()
+def _hint(offsets: Any, fd: int, size: int, most: int, stop: threading.Event) -> None:
+    """:func:`parse_ahead`'s hints: the pages around each of ``offsets``."""
     advise = getattr(os, "posix_fadvise", None)
-    if advise is None or index_size(path, _HINTS_INDEX) >= _HINTS_INDEX:
-        return stop.set
-
-    def run() -> None:
+    if advise is None or len(offsets) > most:
+        return
+    for offset in sorted(o for o in offsets if 0 <= o < size):
+        if stop.is_set():
+            return
         try:
-            _, offsets = read_index_entries(path)
-        except (Im2RecError, OSError, ValueError):  # (the index check says why)
+            advise(fd, max(offset - _AROUND, 0), 2 * _AROUND, os.POSIX_FADV_WILLNEED)
+        except OSError:  # (the file closed under it: the walk has ended)
             return
-        if len(offsets) > most:
-            return
-        for offset in sorted(o for o in offsets if 0 <= o < size):
-            if stop.is_set():
-                return
-            try:
-                advise(fd, max(offset - _AROUND, 0), 2 * _AROUND, os.POSIX_FADV_WILLNEED)
-            except OSError:  # (the file closed under it: the walk has ended)
-                return
-
-    threading.Thread(target=run, name="im2rec-hints", daemon=True).start()
-    return stop.set
 
 
 def index_problems(
@@ -102,23 +104,29 @@ def index_problems(
     start-up is most of a small file's check); a large one, or any with
     ``arrays`` (numpy is in already), with arrays (8 bytes a record each)
     and sorting, not sets of Python ints: 5M records took 1.5 GB.
-    ``parsed``: the arrays' parse, started beside the walk (:func:`parse_ahead`)."""
+    ``parsed``: the parse, started beside the walk (:func:`parse_ahead`)."""
     name = path.rsplit("/", 1)[-1]
     keys: Any
     offsets: Any
     try:
-        if parsed is None and index_size(path) < SMALL_INDEX and not arrays:
+        if parsed is not None:
+            keys, offsets = parsed()
+        elif index_size(path) < SMALL_INDEX and not arrays:
             keys, offsets = read_index_entries(path)
-            head_set = set(heads)
-            bad = [i for i, off in enumerate(offsets) if off not in head_set]
-            del head_set
-            strays, dups = len(bad), [k for k, n in Counter(keys).items() if n > 1]
         else:
-            keys, offsets = index_arrays(path) if parsed is None else parsed()
-            strays, bad = _stray_offsets(offsets, heads)
-            dups = _repeated(keys)
+            keys, offsets = index_arrays(path)
+        if arrays and isinstance(offsets, list):  # (a walk longer than it looked)
+            keys, offsets = index_arrays(path)
     except Im2RecError as exc:
         return None, [(None, None, str(exc))]
+    if isinstance(offsets, list):
+        head_set = set(heads)
+        bad = [i for i, off in enumerate(offsets) if off not in head_set]
+        del head_set
+        strays, dups = len(bad), [k for k, n in Counter(keys).items() if n > 1]
+    else:
+        strays, bad = _stray_offsets(offsets, heads)
+        dups = _repeated(keys)
     found: list[Found] = []
     for i in bad[:20]:
         off = int(offsets[i])

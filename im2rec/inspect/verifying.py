@@ -27,7 +27,7 @@ from ..recordio.manifests import load_pack_manifest
 from ..recordio.walking import Damage, Progress, header_at, walk_records
 from ..storage import exists, is_url, sibling
 from ..storage.files import FileView, open_regular, read_json
-from .indexcheck import SMALL_INDEX, hint_heads, index_problems, index_size
+from .indexcheck import SMALL_INDEX, index_problems, index_size, parse_ahead
 
 __all__ = [
     "LABEL_PROBLEMS",
@@ -97,16 +97,14 @@ def verify(
     indexed = idx is not None or exists(index_location)
     parsed = None
     if indexed and (boxes or index_size(index_location, 0) >= SMALL_INDEX):  # (arrays, surely)
-        from .indexcheck import parse_ahead
-
         parsed = parse_ahead(index_location)  # (beside the walk)
     heads = array("q")  # 8 bytes a record: memory stays small for millions of records
     broken = 0  # records whose label is no detection label
-    stops: list[Callable[[], None]] = []
 
     def few() -> None:  # (a walk a record at a time: the heads the index lists read ahead)
-        if indexed and type(buf) is FileView and not is_url(index_location):
-            stops.append(hint_heads(index_location, buf.fd, size, BLOCKS_FROM))
+        nonlocal parsed
+        if indexed and parsed is None and type(buf) is FileView and not is_url(index_location):
+            parsed = parse_ahead(index_location, lists=True, hints=(buf.fd, size, BLOCKS_FROM))
 
     for item in _walk(reader, size, boxes, few):
         if isinstance(item, Damage):
@@ -131,8 +129,6 @@ def verify(
             broken += _check_label(buf, item, reader.name, result, broken)
         if on_progress is not None and len(heads) % 4096 == 0:
             on_progress(item[1], size)
-    for stop in stops:
-        stop()
     result.records = len(heads)
     if broken > LABEL_PROBLEMS:
         result.problems.append(Problem(None, None, f"{broken - LABEL_PROBLEMS:,} more records' "

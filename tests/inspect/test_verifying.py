@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from array import array
 from pathlib import Path
 
 import pytest
@@ -267,12 +268,12 @@ def _resident(path: Path) -> list[bool]:
 def test_a_cold_walk_has_the_heads_its_index_lists_read_ahead(tmp_path: Path) -> None:
     """Over a cold file a walk of frame heads waited for one read at a
     time; the heads the .idx lists are now asked of the kernel at once
-    (indexcheck.hint_heads): their pages come into the page cache, the
+    (indexcheck.parse_ahead's hints): their pages come into the page cache, the
     pages between them do not, and verify finds what it found before."""
     import os
     import time
 
-    from im2rec.inspect.indexcheck import hint_heads
+    from im2rec.inspect.indexcheck import parse_ahead
     from im2rec.recordio import read_index_entries
 
     rec = tmp_path / "big.rec"
@@ -286,17 +287,48 @@ def test_a_cold_walk_has_the_heads_its_index_lists_read_ahead(tmp_path: Path) ->
         if any(_resident(rec)):
             pytest.skip("this file system keeps the file's pages (tmpfs?): nothing to read ahead")
         offsets = read_index_entries(rec.with_suffix(".idx"))[1]
-        stop = hint_heads(str(rec.with_suffix(".idx")), fd, rec.stat().st_size, 100)
+        hints = (fd, rec.stat().st_size, 100)
+        parsed = parse_ahead(str(rec.with_suffix(".idx")), lists=True, hints=hints)
         page = 4096
         heads = {o // page for o in offsets}
         deadline = time.monotonic() + 30
         while not all((cached := _resident(rec))[p] for p in heads):
             assert time.monotonic() < deadline, "the heads' pages were not read ahead"
             time.sleep(0.01)
-        stop()
+        assert parsed() == read_index_entries(rec.with_suffix(".idx"))  # (and the hints stop)
         middles = [(o + (128 << 10)) // page for o in offsets]
         assert not any(cached[p] for p in middles)
     finally:
         os.close(fd)
     good = verify(rec)
     assert good.ok and good.records == good.indexed == 24
+
+
+@pytest.mark.parametrize("damage", ["repeated and unaligned", "a line that is no entry", "none"])
+def test_a_walk_head_to_head_judges_the_index_its_hints_came_from(
+    tmp_path: Path, damage: str
+) -> None:
+    """A file of fewer, larger records is walked head to head, its .idx
+    parsed beside the walk (for the hints): what verify finds of the index
+    is what the check finds of it parsed after the walk."""
+    from im2rec.inspect.indexcheck import index_problems
+
+    rec = tmp_path / "h.rec"
+    with IndexedRecordWriter(rec) as w:
+        for i in range(100):
+            w.write_key(i, pack((0, float(i % 3), i, 0), bytes([i]) * 300))
+    idx = rec.with_suffix(".idx")
+    lines = idx.read_text().splitlines(True)
+    if damage == "a line that is no entry":
+        lines[70] = "seventy\tone\n"
+    elif damage == "repeated and unaligned":
+        key0, off0 = lines[0].split("\t")
+        lines[80] = f"{key0}\t{lines[80].split(chr(9))[1]}"
+        lines[90] = f"{lines[90].split(chr(9))[0]}\t{int(off0) + 2}\n"
+    idx.write_text("".join(lines))
+    result = verify(rec)
+    heads = rebuild_index(rec)[0].offsets.tolist()
+    count, found = index_problems(str(idx), array("q", heads), rec.stat().st_size)
+    assert result.records == 100 and result.indexed == count
+    assert [(p.offset, p.key, p.message) for p in result.problems] == found
+    assert bool(found) == (damage != "none")
