@@ -37,6 +37,7 @@ from ..recordio.sequential import sequential_records
 from ..recordio.walking import header_at, walk_records
 from ..storage import exists, sibling
 from ..storage.atomic import write_file
+from ..storage.writeback import Writeback
 from . import hublabels
 from .hubcard import TASKS, Card, DataFolder, card_text, read_card
 from .hublabels import guess, survey
@@ -195,6 +196,7 @@ def _shards(
     """Write the shards (temporary names, in ``temps``); yields rows written."""
     writer: Any = None
     sink: Any = None  # (the shard's file: ParquetWriter.close() leaves a file it was given open)
+    writeback: Writeback | None = None  # (the shard's: it is on the disk soon after its last write)
     shard_bytes = done = 0
     # each row group is written on a thread (pyarrow writes without the
     # GIL) while the next one's records are read
@@ -216,7 +218,7 @@ def _shards(
             return 0
         table = rows.table()
         settle()
-        pending = pool.submit(writer.write_table, table)
+        pending = pool.submit(_write, writer, table, sink, writeback)
         return n
 
     try:
@@ -226,10 +228,11 @@ def _shards(
                     yield flush()
                     settle()
                     writer.close()
-                    sink.close()
+                    _close(sink, writeback)
                 temp = f".{result.split}-{len(temps):05d}.{os.getpid()}.parquet.tmp"
                 temps.append(temp)
                 sink = _sink(pa, data.create(temp))
+                writeback = Writeback(sink.fileno())
                 writer = pq.ParquetWriter(sink, rows.schema, **_encoding(rows.schema))
                 shard_bytes = 0
             # (a view of the chunk read: pyarrow copies it once, into the column)
@@ -248,7 +251,20 @@ def _shards(
         pool.shutdown(wait=True)  # (a row group being written when an error came: let it end)
         if writer is not None:
             writer.close()
-            sink.close()
+            _close(sink, writeback)
+
+
+def _write(writer: Any, table: Any, sink: Any, writeback: Writeback | None) -> None:
+    """Write a row group (on the writing thread), then ask for its writeback."""
+    writer.write_table(table)
+    if writeback is not None:
+        writeback.written(sink.tell())
+
+
+def _close(sink: Any, writeback: Writeback | None) -> None:
+    if writeback is not None:
+        writeback.close()
+    sink.close()
 
 
 def _sink(pa: Any, fd: int) -> Any:

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..storage.atomic import AtomicGroup
 from ..storage.copying import Copier, batches, send_batch, write_all
 from ..storage.files import FileRange
+from ..storage.writeback import Writeback
 
 __all__ = ["ShardWriter", "member_header"]
 
@@ -79,6 +80,7 @@ class ShardWriter:
         self._pending: list[Any] = []  # bytes, ranges, and views of ranges' data
         self._queued = 0
         self._copier: Copier | None = None
+        self._writeback: Writeback | None = None  # (the shard's: on the disk as it is written)
 
     def __enter__(self) -> ShardWriter:
         self.group.__enter__()
@@ -100,7 +102,13 @@ class ShardWriter:
         assert self._fd is not None
         items = batches(self._pending)
         self._pending, self._queued = [], 0
+        self._written()
         self._copier = send_batch(self._fd, items, self._copier)
+
+    def _written(self) -> None:
+        """Ask for the writeback of what the shard holds so far."""
+        if self._writeback is not None and self._fd is not None:
+            self._writeback.written(os.lseek(self._fd, 0, os.SEEK_CUR))
 
     def _close_shard(self) -> None:
         if self._fd is not None:
@@ -119,6 +127,9 @@ class ShardWriter:
             if copier is not None:
                 copier.stop(quiet)
         finally:
+            if self._writeback is not None:
+                self._writeback.close()
+                self._writeback = None
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
@@ -141,6 +152,7 @@ class ShardWriter:
             os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
             self.shards.append(name)
             self._fd = self.group.create(name)
+            self._writeback = Writeback(self._fd)
             self._count = self._size = 0
         self._count += 1
         self._size += size
@@ -163,6 +175,7 @@ class ShardWriter:
                 self._copier.wait()
             write_all(self._fd, pending)
             pending.clear()
+            self._written()
             return
         self._queued += size
         if self._queued >= _BATCH or any(

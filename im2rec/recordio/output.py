@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from ..storage.atomic import create_output
 from ..storage.copying import IOV_MAX, Copier, batches, send_batch, write_all
 from ..storage.files import FileRange, pread
+from ..storage.writeback import Writeback
 
 __all__ = ["Output"]
 
@@ -91,6 +92,8 @@ class Output:
         # bodies still in other files are copied on a thread (see flush)
         self._copier: Copier | None = None
         self._unpublished = False  # settled under the temporary name, not yet moved
+        # the disk writes what is written as it goes (docs/measured.md)
+        self._writeback = Writeback(self.fd, self.size)
         if self.hasher is not None and self.size:  # resuming: the digest covers what is there
             for start in range(0, self.size, 1 << 20):
                 self.hasher.update(pread(self.fd, min(1 << 20, self.size - start), start))
@@ -110,6 +113,7 @@ class Output:
             # caller goes on making the next records.
             items = batches(self.pending)
             self.pending.clear()
+            self._writeback.written(_position(self.fd))  # (the copies so far are done)
             self._copier = send_batch(self.fd, items, self._copier)
             return
         if self.text:
@@ -129,6 +133,7 @@ class Output:
             self._hashed.append(self._hashing.submit(_update, self.hasher, parts))
         write_all(self.fd, parts)
         self._inflight = None
+        self._writeback.written(_position(self.fd))
 
     def write_now(self, parts: list[Any]) -> None:
         """Write ``parts`` at once, after the copies under way (nothing may
@@ -137,6 +142,7 @@ class Output:
             self._copier.wait()
         assert self.fd is not None and not self.pending
         write_all(self.fd, parts)
+        self._writeback.written(_position(self.fd))
 
     def _stop_copying(self, quiet: bool = False) -> None:
         """Wait for the copies under way (their error raised unless
@@ -160,6 +166,7 @@ class Output:
         self.flush()
         self._stop_copying()
         self._stop_hashing()
+        self._writeback.close()
         os.close(self.fd)
         self.fd = None
         self._unpublished = self.atomic
@@ -182,6 +189,7 @@ class Output:
         finally:
             self._stop_copying(quiet=True)
             self._stop_hashing()
+            self._writeback.close()
             if self.fd is not None:
                 os.close(self.fd)
                 self.fd = None
@@ -206,6 +214,7 @@ class Output:
         self.pending.clear()
         self._stop_copying(quiet=True)
         self._stop_hashing()
+        self._writeback.close()
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
