@@ -117,6 +117,39 @@ def test_import_refuses_a_class_float32_cannot_hold(tmp_path: Path) -> None:
     assert "\ta\tbad label: 16777217 is a whole number float32 cannot hold" in report
 
 
+def test_parquet_import_refuses_labels_float32_would_change(tmp_path: Path) -> None:
+    """rec import parquet stored 16,777,217 as 16,777,216 (and 2**62 + 1, a
+    double already, as 2**62) without a word, where the .lst and WebDataset
+    paths refuse them; each is now refused naming its row."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from im2rec.recordio.header import stored_label
+
+    assert stored_label(2**62 + 1) is None and stored_label(2**62) == 2.0**62
+    images = pa.array([jpeg()] * 3)
+    cases = [
+        (pa.array([1, 16777217, 2]), "row 1: its label 16777217 is a whole number float32",
+         "read back as 16777216"),
+        (pa.array([[0, 1], [2, 3], [16777217, 1]]), "row 2: its label 16777217", "16777216"),
+        (pa.array([1, 2, 2**62 + 1]), "row 2: its label 4611686018427387905",
+         "read back as 4611686018427387904"),
+        (pa.array([1.0, 1e39, 2.0]), "row 1: its label 1e+39 does not fit float32", "3.4e38"),
+    ]  # fmt: skip
+    for labels, said, more in cases:
+        pq.write_table(pa.table({"image": images, "label": labels}), tmp_path / "l.parquet")
+        code, output = invoke("import", "parquet", str(tmp_path / "l.parquet"), "-o",
+                              str(tmp_path / "o"), "-q", "--overwrite")  # fmt: skip
+        assert code == 1 and f"l.parquet: {said}" in output and more in output, output
+        assert not (tmp_path / "o.rec").exists()
+    pq.write_table(pa.table({"image": images, "label": pa.array([16777218, 2**62, 0])}),
+                   tmp_path / "l.parquet")  # fmt: skip
+    code, output = invoke("import", "parquet", str(tmp_path / "l.parquet"), "-o",
+                          str(tmp_path / "o"), "-q")  # fmt: skip
+    assert code == 0, output
+    labels = [unpack(r)[0].label for r in RecordReader(tmp_path / "o.rec")]
+    assert labels == [16777218.0, 2.0**62, 0.0]
+
+
 def test_the_mxnet_iterator_checks_them_too(rec: Path) -> None:
     from im2rec import ImageRecordIter
 

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "BinaryColumn", "fixed_lists", "float_lists", "list_lengths", "lists", "numbers", "strings",
-    "values",
+    "BinaryColumn", "fixed_lists", "float_lists", "integers", "list_lengths", "lists", "numbers",
+    "strings", "values",
 ]  # fmt: skip
 
 
@@ -70,6 +70,23 @@ def list_lengths(array: Any) -> np.ndarray:
         bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
         lengths[~bits[start : start + n].astype(bool)] = 0
     return lengths
+
+
+def integers(pa: Any, array: Any) -> tuple[np.ndarray, np.ndarray]:
+    """An integer array's values (0 where null) and which are not null,
+    read from its buffers (``to_numpy`` of one with nulls imports pandas,
+    as ``list_lengths`` says)."""
+    kind = array.type
+    dtype = np.dtype(f"<{'i' if pa.types.is_signed_integer(kind) else 'u'}{kind.bit_width // 8}")
+    validity, data = array.buffers()[:2]
+    start, n = array.offset, len(array)
+    numbers = np.frombuffer(data, dtype)[start : start + n] if n else np.empty(0, dtype)
+    valid = np.ones(n, bool)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        valid = bits[start : start + n].astype(bool)
+        numbers = np.where(valid, numbers, 0)
+    return numbers, valid
 
 
 def strings(pa: Any, values: list[str]) -> Any:

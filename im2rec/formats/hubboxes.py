@@ -121,8 +121,10 @@ def labels(
     else:
         head_len = np.fromiter(map(len, heads), np.int64, n)
         head = np.concatenate(heads).astype(np.float32)
-        said = head[np.concatenate(([0], np.cumsum(head_len)[:-1])) + 1]
-        wrong = np.flatnonzero(some & (head_len >= 2) & (said.astype(np.int64) != b))
+        long = head_len >= 2  # (a shorter header is named by the label's own check)
+        said = np.zeros(n, np.float32)
+        said[long] = head[np.concatenate(([0], np.cumsum(head_len)[:-1]))[long] + 1]
+        wrong = np.flatnonzero(some & long & (said != b))
         if len(wrong):
             i = int(wrong[0])
             raise ValueError(f"row {i}: its label header says {said[i]:g} values an object")

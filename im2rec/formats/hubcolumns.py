@@ -104,6 +104,15 @@ def _has_boxes(pa: Any, kind: Any) -> bool:
     )
 
 
+def _is_header(pa: Any, kind: Any) -> bool:
+    """Whether a ``rec`` column is ``rec export --keep-header``'s: a struct
+    with ``flag``, ``id`` and ``id2`` (another dataset's column of that name
+    is only a column it has)."""
+    return bool(pa.types.is_struct(kind)) and all(
+        kind.get_field_index(name) >= 0 for name in ("flag", "id", "id2")
+    )
+
+
 def find_columns(
     pa: Any, schema: Any, name: str, *, image: str | None = None, label: str | None = None,
     objects: str | None = None,
@@ -124,7 +133,8 @@ def find_columns(
         image = next(iter(typed), "image" if "image" in names else next(iter(plain), None))
     if image is None:
         raise DatasetError(f"{name}: no image column (it has {has}); name it with --image-column")
-    rec = "rec" if "rec" in names and image != "rec" else None
+    rec = "rec" if "rec" in names and image != "rec" and _is_header(pa, schema.field("rec").type) \
+        else None  # fmt: skip
     mxnet = "mxnet_label" if "mxnet_label" in names and label is None and objects is None \
         else None  # fmt: skip
     if label is None and objects is None:

@@ -30,10 +30,10 @@ from ..listing.classmap import class_map_text
 from ..progress import with_progress
 from ..recordio import MAX_RECORD_SIZE, IndexedRecordWriter, IRHeader, pack
 from ..recordio.detection import Labels, problem
-from ..recordio.framing import needs_split
+from ..recordio.header import stored_label
 from ..storage.atomic import write_file
 from . import hubboxes
-from .arrow_columns import list_lengths
+from .arrow_columns import integers, list_lengths
 from .hubcolumns import Columns, find_columns, read_objects
 from .hublabels import detection_rows
 from .parquet import arrow
@@ -150,14 +150,17 @@ def _import_file(
                 "as a compression bomb (a real dataset of images compresses little)"
             )
         images = _images(batch.column(columns.image), name, result.records)
-        recs = batch.column(columns.rec).to_pylist() if columns.rec else None
+        headers = _headers(pa, batch.column(columns.rec), name, result.records) \
+            if columns.rec else None  # fmt: skip
         if columns.objects is not None:
-            labels = _boxes(pa, batch.column(columns.objects), images, recs, name, result.records)
+            heads = None if headers is None else headers.label_heads
+            labels = _boxes(pa, batch.column(columns.objects), images, heads, name, result.records)
         else:
             labels = _labels(pa, batch.column(columns.mxnet_label or columns.label), name,
                              result.records)  # fmt: skip
+        rows = headers.rows if headers is not None else None
         for i, data in enumerate(images):
-            rec = None if recs is None else recs[i]
+            rec = None if rows is None else rows[i]
             key, head, image = _row(data, labels[i], rec, result.records, name)
             if len(head) + len(image) >= MAX_RECORD_SIZE:
                 raise RecordFormatError(
@@ -166,18 +169,20 @@ def _import_file(
                 )
             # (the image, a view of the batch's column, is written
             # as it is: nothing changes the batch)
-            writer.write_key(key, head, image, split=needs_split(head, image), copy=False)
+            writer.write_key(key, head, image, copy=False)
             result.records += 1
             if on_progress is not None:
                 on_progress(result.records, 0, writer.tell())
 
 
 def _boxes(
-    pa: Any, column: Any, images: list[memoryview], recs: list[Any] | None, name: str, first: int
-) -> list[np.ndarray]:
+    pa: Any, column: Any, images: list[memoryview], heads: list[np.ndarray] | None, name: str,
+    first: int,
+) -> list[np.ndarray]:  # fmt: skip
     """Each row's detection label from its ``objects`` (:mod:`.hubboxes`),
     normalised by its image's size as stored (read from its header); its
-    header ``rec.label_head`` where ``rec export --keep-header`` kept it."""
+    header ``heads`` (``rec.label_head``) where ``rec export --keep-header``
+    kept them."""
     where = f"{name}: rows {first:,} to {first + len(images) - 1:,}"
     found = read_objects(pa, column, where)
     size = np.zeros((len(images), 2), np.int64)
@@ -189,9 +194,6 @@ def _boxes(
                 "so its boxes (in pixels) cannot be normalised"
             )
         size[i] = hw[::-1] if hw else (0, 0)
-    heads = None
-    if recs is not None and all(r is not None and r.get("label_head") for r in recs):
-        heads = [np.asarray(r["label_head"], np.float32) for r in recs]
     # (a row without objects: as wide as the others', else one extra value
     # where the column has them, as rec list's VOC difficult and COCO iscrowd)
     kind = column.type.value_type if pa.types.is_list(column.type) else column.type
@@ -253,33 +255,115 @@ def _images(column: Any, name: str, first: int) -> list[memoryview]:
     return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
+@dataclass
+class _Headers:
+    """A batch's ``rec`` column: each row's ``(flag, id, id2, key)`` (key
+    None where the row has none) and, where every row has one, its
+    detection label's header values (``label_head``)."""
+
+    rows: list[tuple[int, int, int, int | None]]
+    label_heads: list[np.ndarray] | None
+
+
+def _headers(pa: Any, column: Any, name: str, first: int) -> _Headers:
+    """The ``rec`` column of a batch (a struct :func:`~.hubcolumns.find_columns`
+    took for ``rec export --keep-header``'s), checked a batch at a time:
+    a row without ``flag``, ``id`` or ``id2``, or with a field that is not
+    a whole number from 0 to 2**64 - 1, is a DatasetError naming it."""
+    n = len(column)
+    kind = column.type
+    fields = dict(zip((kind.field(i).name for i in range(kind.num_fields)), column.flatten(),
+                      strict=True))  # fmt: skip
+    bad = np.zeros(n, bool)
+    found: list[list[Any]] = []
+    for part in ("flag", "id", "id2", "key"):
+        array = fields.get(part)
+        if array is None:  # (find_columns took the column for its flag, id and id2)
+            found.append([None] * n)
+            continue
+        if not pa.types.is_integer(array.type):
+            bad[:] = True
+            break
+        numbers, valid = integers(pa, array)
+        if part != "key":
+            bad |= ~valid
+        bad |= valid & (numbers < 0)  # (an unsigned type: none)
+        listed: list[Any] = numbers.tolist()
+        if not valid.all():  # (a key may be missing: the row's number is its key)
+            listed = [v if ok else None for v, ok in zip(listed, valid.tolist(), strict=True)]
+        found.append(listed)
+    if bad.any():
+        at = first + int(np.argmax(bad))
+        raise DatasetError(
+            f"{name}: row {at:,}: its rec column is not rec export's "
+            "(flag, id, id2, key: whole numbers from 0 to 2**64 - 1)"
+        )
+    heads = None
+    label_head = fields.get("label_head")
+    if label_head is not None and not _numbers_list(pa, label_head.type):
+        raise DatasetError(
+            f"{name}: rows {first:,} to {first + n - 1:,}: their rec.label_head is "
+            f"{label_head.type}, not rec export's list of numbers (a detection label's header): "
+            "import a file rec export wrote, or one without a rec column"
+        )
+    if label_head is not None and not label_head.null_count:
+        listed_heads = label_head.to_pylist()
+        if all(listed_heads):
+            heads = [np.asarray(values, np.float32) for values in listed_heads]
+    return _Headers(list(zip(*found, strict=True)), heads)
+
+
+#: every whole number up to this far from 0 is a float32 (beyond, some are not)
+_HELD = 1 << 24
+
+
+def _check_held(values: list[Any], number: int, name: str) -> None:
+    """A DatasetError naming row ``number`` where a label value would not
+    be stored as it is: a whole number float32 turns into another (two
+    classes or identities merged), or one past float32's range."""
+    for value in values:
+        try:
+            stored = stored_label(value)
+        except OverflowError:
+            raise DatasetError(
+                f"{name}: row {number:,}: its label {value!r} does not fit float32 (largest "
+                "about 3.4e38; RecordIO stores labels as float32)"
+            ) from None
+        if stored is None:
+            shown = value if isinstance(value, int) else f"{value:.0f}"
+            raise DatasetError(
+                f"{name}: row {number:,}: its label {shown} is a whole number float32 cannot "
+                f"hold (RecordIO stores labels as float32: it would read back as "
+                f"{int(np.float32(value))}); number the classes from 0"
+            )
+
+
+def _numbers_list(pa: Any, kind: Any) -> bool:
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind)) and bool(
+        pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type)
+    )
+
+
 def _row(
-    data: memoryview, label: Any, rec: Any, number: int, name: str
-) -> tuple[int, bytes, memoryview]:
+    data: memoryview, label: Any, rec: tuple[int, int, int, int | None] | None, number: int,
+    name: str,
+) -> tuple[int, bytes, memoryview]:  # fmt: skip
     """``(key, header bytes, image bytes)`` of one row (its label a number,
-    a list of numbers, or float32 values checked already)."""
+    a list of numbers, or float32 values checked already; its ``rec``
+    fields checked by :func:`_headers`)."""
     if isinstance(label, np.ndarray):
         pass
     elif isinstance(label, list):
         if not 0 < len(label) <= MAX_LABELS or not all(isinstance(v, int | float) for v in label):
             raise DatasetError(f"{name}: row {number:,} has a label list of {len(label):,} values")
+        if max(label) > _HELD or min(label) < -_HELD:
+            _check_held(label, number, name)
     elif not isinstance(label, int | float) or isinstance(label, bool):
         raise DatasetError(f"{name}: row {number:,}: its label {label!r} is not a number")
+    elif not -_HELD <= label <= _HELD:
+        _check_held([label], number, name)
     if rec is not None:
-        flag, rid, id2, key = (rec.get(k) for k in ("flag", "id", "id2", "key"))
-        whole = [v for v in (flag, rid, id2, key) if v is not None]
-        if (
-            flag is None
-            or rid is None
-            or id2 is None
-            or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64 for v in whole
-            )
-        ):
-            raise DatasetError(
-                f"{name}: row {number:,}: its rec column is not rec export's "
-                "(flag, id, id2, key: whole numbers from 0 to 2**64 - 1)"
-            )
+        flag, rid, id2, key = rec
         values = label if isinstance(label, list | np.ndarray) else [label]
         if flag != (len(values) if flag else 0) or (not flag and len(values) != 1):
             raise DatasetError(f"{name}: row {number:,}: rec.flag {flag} does not fit its label")

@@ -24,7 +24,10 @@ from ..recordio import MAX_RECORD_SIZE
 from ..storage.files import open_regular
 from .tars import INFLATE_SLACK, MAX_INFLATION
 
-__all__ = ["BATCH_BYTES", "BATCH_ROWS", "PREBUFFER_BYTES", "READERS", "Source", "row_groups"]
+__all__ = [
+    "BATCH_BYTES", "BATCH_ROWS", "PREBUFFER_BYTES", "READERS", "RUN_BYTES", "RUN_GROUPS", "Source",
+    "row_groups",
+]  # fmt: skip
 
 #: row groups read at once, on threads
 READERS = 2
@@ -34,6 +37,12 @@ BATCH_ROWS = 128
 BATCH_BYTES = 64 << 20
 #: batches a row group's reader may hold ready
 _READY = 2
+#: consecutive row groups are read in one call while their stored bytes
+#: stay within this and they are at most RUN_GROUPS (the Hub's image datasets
+#: have 100 rows a group: small images make small groups, and each call
+#: costs about a quarter of a millisecond; docs/measured.md)
+RUN_BYTES = 8 << 20
+RUN_GROUPS = 64
 #: row groups of at most this many bytes (as stored) are read whole, in a
 #: few requests (pyarrow's pre-buffering; docs/measured.md); a file with
 #: larger ones is read through a 1 MiB buffer
@@ -98,6 +107,22 @@ class Source:
                 per_row += weight * size / rows
         return max(1, min(BATCH_ROWS, int(BATCH_BYTES // max(per_row, 1.0))))
 
+    def runs(self, count: int) -> Iterator[range]:
+        """The first ``count`` row groups in runs read together (at most
+        :data:`RUN_GROUPS` of at most :data:`RUN_BYTES` in all, as stored)."""
+        meta = self.parquet.metadata
+        start = size = 0
+        for group in range(count):
+            chunks = meta.row_group(group)
+            stored = sum(max(0, chunks.column(j).total_compressed_size)
+                         for j in range(chunks.num_columns))  # fmt: skip
+            if group > start and (size + stored > RUN_BYTES or group - start >= RUN_GROUPS):
+                yield range(start, group)
+                start, size = group, 0
+            size += stored
+        if count > start:
+            yield range(start, count)
+
     def close(self) -> None:
         for handle in self._handles:
             handle.close()
@@ -116,28 +141,33 @@ def row_groups(source: Source, count: int, columns: list[str]) -> Iterator[Any]:
         local = threading.local()
         stop = threading.Event()
 
-        def read(group: int, ready: queue.Queue[Any]) -> None:
+        def read(run: range, ready: queue.Queue[Any]) -> None:
             try:
                 if not hasattr(local, "file"):
                     local.file = source.open()
-                rows = source.batch_rows(group, columns)
-                with _pyarrow_reading(f"{source.name}: row group {group}"):
-                    for batch in local.file.iter_batches(
-                        batch_size=rows, row_groups=[group], columns=columns, use_threads=False
-                    ):
-                        if not _put(ready, batch, stop):
-                            return
+                rows = min(source.batch_rows(group, columns) for group in run)
+                batches = local.file.iter_batches(
+                    batch_size=rows, row_groups=list(run), columns=columns, use_threads=False
+                )
+                try:
+                    with _pyarrow_reading(f"{source.name}: row group {run[0]}"):
+                        for batch in batches:
+                            if not _put(ready, batch, stop):
+                                return
+                except DatasetError:
+                    _name_the_group(local.file, source.name, run, columns)
+                    raise
                 _put(ready, _END, stop)
             except BaseException as exc:  # noqa: BLE001 - raised where the batch is taken
                 _put(ready, exc, stop)
 
         pending: deque[queue.Queue[Any]] = deque()
-        groups = iter(range(count))
+        runs = source.runs(count)
 
         def start() -> None:
-            for group in itertools.islice(groups, 1):
+            for run in itertools.islice(runs, 1):
                 ready: queue.Queue[Any] = queue.Queue(_READY)
-                pool.submit(read, group, ready)
+                pool.submit(read, run, ready)
                 pending.append(ready)
 
         try:
@@ -155,7 +185,16 @@ def row_groups(source: Source, count: int, columns: list[str]) -> Iterator[Any]:
             stop.set()
 
 
-_END = object()  # a row group's last batch was handed over
+_END = object()  # a run's last batch was handed over
+
+
+def _name_the_group(parquet: Any, name: str, run: range, columns: list[str]) -> None:
+    """Which row group of a run pyarrow cannot read, as the DatasetError to
+    raise (each read again alone: a failure is rare, a run a few MiB)."""
+    for group in run:
+        with _pyarrow_reading(f"{name}: row group {group}"):
+            for _ in parquet.iter_batches(row_groups=[group], columns=columns, use_threads=False):
+                pass
 
 
 def _put(ready: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:

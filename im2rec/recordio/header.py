@@ -61,6 +61,7 @@ def stored_label(value: float) -> float | None:
     come back as another whole number (16,777,217 is stored as 16,777,216:
     two classes or identities silently merged). Fractions round, as in
     MXNet; a value past float32's range raises ``OverflowError``."""
+    given = value
     value = float(value)  # (an int past a double's range: OverflowError)
     try:
         (stored,) = _F32.unpack(_F32.pack(value))
@@ -68,6 +69,8 @@ def stored_label(value: float) -> float | None:
         raise OverflowError(f"{value!r} does not fit float32") from None
     if value.is_integer() and stored != value:
         return None
+    if isinstance(given, numbers.Integral) and int(stored) != int(given):
+        return None  # (2**62 + 1: already another number as a double)
     return float(stored)
 
 

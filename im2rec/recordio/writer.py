@@ -43,6 +43,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_count_fork)
 
 
+def _nbytes(piece: Chunk | FileRange) -> int:
+    return piece.nbytes if type(piece) is memoryview else len(piece)
+
+
 def default_index_path(rec: str | os.PathLike[str]) -> Path:
     """``train.rec`` → ``train.idx`` (MXNet's and DALI's convention)."""
     return Path(rec).with_suffix(".idx")
@@ -90,9 +94,11 @@ class RecordWriter:
     ) -> int:
         """Append one record holding ``data`` (followed by ``more``, e.g. an
         image record's header, then its image bytes: written as they are,
-        never joined); return the byte offset where it starts. ``split``:
+        never joined, except that a record of two pieces under 16 KiB is
+        framed joined, as one piece is: cheaper than its pieces); return the
+        byte offset where it starts. ``split``:
         :func:`~im2rec.recordio.framing.needs_split` of the pieces, when the
-        caller knows it (the record is then not scanned again). ``copy=False``:
+        caller knows it (a large record is then not scanned again). ``copy=False``:
         the caller leaves the pieces' bytes as they are until the writer is
         flushed or closed, so mutable buffers are kept, not copied."""
         extend = self._extend
@@ -104,6 +110,10 @@ class RecordWriter:
         pos = self._pos
         if not more and len(data) < _SMALL:  # a small record is cheaper joined than in pieces
             framed = frame(data)
+            self._append(framed)
+            size = len(framed)
+        elif len(more) == 1 and _nbytes(data) + _nbytes(more[0]) < _SMALL:  # (a header, an image)
+            framed = frame(b"".join((data, cast("Chunk", more[0]))))
             self._append(framed)
             size = len(framed)
         else:

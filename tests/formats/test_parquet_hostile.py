@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from im2rec.errors import DatasetError, OutputError
 from im2rec.formats.hubfolders import split_files
 from im2rec.formats.parquet import export_parquet
-from im2rec.recordio import IndexedRecordWriter, pack
+from im2rec.recordio import IndexedRecordReader, IndexedRecordWriter, pack, unpack
 
 from .conftest import image
 
@@ -165,6 +166,79 @@ def peak_growth(code: str) -> float:
     return float(done.stdout.split()[-1])
 
 
+def test_a_rec_column_of_another_kind_is_only_a_column_and_a_bad_header_is_named(
+    tmp_path: Path,
+) -> None:
+    """A foreign column named ``rec`` (not rec export's header struct) made
+    the import end in an AttributeError traceback; it is now left alone. A
+    header struct with a missing, negative or fractional field names its row."""
+    images = pa.array([b"\xff\xd8" + bytes([i]) * 20 for i in range(4)])
+    labels = pa.array([3, 1, 4, 1])
+    for i, other in enumerate((pa.array([5, 6, 7, 8]), pa.array([{"x": 1}] * 4),
+                               pa.array(["a", "b", "c", "d"]))):  # fmt: skip
+        pq.write_table(pa.table({"image": images, "label": labels, "rec": other}),
+                       tmp_path / f"o{i}.parquet")  # fmt: skip
+        done = rec_cli("import", "parquet", f"o{i}.parquet", "-o", f"o{i}", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        reader = IndexedRecordReader(tmp_path / f"o{i}.rec")
+        got = [unpack(reader.read_key(k))[0] for k in reader.keys]
+        reader.close()
+        assert [(h.label, h.id) for h in got] == [(3.0, 0), (1.0, 1), (4.0, 2), (1.0, 3)]
+    good: dict[str, Any] = {"flag": 0, "id": 7, "id2": 0, "key": 70}
+    cases: list[tuple[int, dict[str, Any] | None]] = [
+        (2, None), (1, {**good, "id": -1}), (3, {**good, "flag": None}),
+        (2, {"flag": 0.5, "id": 7, "id2": 0, "key": 70}),
+    ]  # fmt: skip
+    for row, bad in cases:
+        rows: list[dict[str, Any] | None] = [good, good, good, good]
+        rows[row] = bad
+        if bad is not None and isinstance(bad["flag"], float):
+            rows = [{**r, "flag": float(r["flag"])} for r in rows if r]  # (a float column)
+        column = pa.array(rows)
+        pq.write_table(pa.table({"image": images, "label": labels, "rec": column}),
+                       tmp_path / "h.parquet")  # fmt: skip
+        done = rec_cli("import", "parquet", "h.parquet", "-o", "h", "--overwrite", cwd=tmp_path)
+        at = 0 if bad is not None and isinstance(bad["flag"], float) else row
+        assert done.returncode == 1, done.stderr
+        assert f"h.parquet: row {at}: its rec column is not rec export's" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert not (tmp_path / "h.rec").exists()
+
+
+def test_a_detection_header_kept_damaged_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """rec.label_head (a detection label's own header, kept by --keep-header)
+    of strings, of plain numbers or of nested lists, and one value long,
+    each ended the import in a traceback (ValueError, TypeError,
+    IndexError); each is now one line naming the file and rows."""
+    from im2rec.recordio.detection import make_label
+
+    with IndexedRecordWriter(tmp_path / "d.rec") as w:
+        for key in range(4):
+            label = make_label([[1, 0.1, 0.2, 0.5, 0.6, 0]], (30, 20))
+            w.write_key(key, pack((len(label), label, key, 0), image("jpeg", key)))
+    export_parquet(tmp_path / "d.rec", tmp_path / "hub", keep_header=True)
+    table = pq.read_table(next((tmp_path / "hub" / "data").iterdir()))
+    rec = table.column("rec").combine_chunks()
+    names = [rec.type.field(i).name for i in range(rec.type.num_fields)]
+    cases = [
+        (pa.array([["a"]] * 4), "rows 0 to 3: their rec.label_head is list<element: string>"),
+        (pa.array([1, 2, 3, 4]), "rows 0 to 3: their rec.label_head is int64"),
+        (pa.array([[[1.0]]] * 4), "rows 0 to 3: their rec.label_head is list<element: list"),
+        (pa.array([[1.0]] * 4, pa.list_(pa.float32())), "row 0: header width A = 1"),
+    ]  # fmt: skip
+    for head, said in cases:
+        fields = [
+            head if n == "label_head" else a for n, a in zip(names, rec.flatten(), strict=True)
+        ]
+        column = pa.StructArray.from_arrays(fields, names=names)
+        bad = table.set_column(table.schema.get_field_index("rec"), "rec", column)
+        pq.write_table(bad.replace_schema_metadata(None), tmp_path / "bad.parquet")
+        done = rec_cli("import", "parquet", "bad.parquet", "-o", "b", "--overwrite", cwd=tmp_path)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"bad.parquet: {said}" in done.stderr
+        assert not (tmp_path / "b.rec").exists()
+
+
 @pytest.mark.slow
 def test_a_large_row_group_is_read_a_batch_at_a_time(tmp_path: Path) -> None:
     """Whole row groups were read, two readers two ahead each: a 64 MB row
@@ -240,3 +314,38 @@ def test_a_million_row_detection_table_imports_in_bounded_memory(tmp_path: Path)
     header, _ = unpack(reader.read_key(999_999))
     want = [4, 5, 40, 30, 0, 1 / 40, 2 / 30, 11 / 40, 7 / 30, 1, 20 / 40, 10 / 30, 30 / 40, 20 / 30]
     assert header.label.tobytes() == np.array(want, np.float32).tobytes()
+
+
+def test_small_row_groups_are_read_in_bounded_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row groups are read a run of neighbours at a time (the Hub's 100-row
+    groups of small images cost a call each), each run within RUN_BYTES
+    (or one group larger than that) and RUN_GROUPS, every group once, in
+    order; the import gives the same records as one group a call."""
+    from im2rec.formats import parquet_reading
+    from im2rec.formats.parquet_import import import_parquet
+
+    source_path = parquet_of(tmp_path / "s.parquet", 300, 500)
+    table = pq.read_table(source_path)
+    pq.write_table(table, source_path, row_group_size=3, compression="none")
+    monkeypatch.setattr(parquet_reading, "RUN_BYTES", 8_000)
+    source = parquet_reading.Source(pq, str(source_path))
+    try:
+        meta = source.parquet.metadata
+        runs = list(source.runs(meta.num_row_groups))
+        stored = [sum(meta.row_group(g).column(j).total_compressed_size
+                      for j in range(meta.row_group(g).num_columns))
+                  for g in range(meta.num_row_groups)]  # fmt: skip
+        assert [g for run in runs for g in run] == list(range(meta.num_row_groups))
+        assert len(runs) > 1 and max(len(run) for run in runs) > 1
+        for run in runs:
+            assert len(run) <= parquet_reading.RUN_GROUPS
+            assert len(run) == 1 or sum(stored[g] for g in run) <= 8_000
+    finally:
+        source.close()
+    import_parquet([str(source_path)], tmp_path / "runs")
+    monkeypatch.setattr(parquet_reading, "RUN_GROUPS", 1)
+    import_parquet([str(source_path)], tmp_path / "one")
+    assert (tmp_path / "runs.rec").read_bytes() == (tmp_path / "one.rec").read_bytes()
+    assert (tmp_path / "runs.idx").read_bytes() == (tmp_path / "one.idx").read_bytes()

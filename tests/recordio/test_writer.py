@@ -7,7 +7,9 @@ import errno
 import hashlib
 import os
 import pickle
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -184,3 +186,39 @@ def test_a_pair_lands_whole_or_not_at_all(tmp_path: Path) -> None:
     }
     assert (tmp_path / "d.rec").read_bytes() == b"old rec"
     assert (tmp_path / "d.idx").read_bytes() == b"old idx"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=40),
+            st.integers(0, 20_000),  # the image's length: either side of 16 KiB in all
+            st.sampled_from([None, 0, 3, 4, 16]),  # where a magic word goes in the image
+            st.sampled_from(["bytes", "bytearray", "view"]),
+        ),
+        min_size=1, max_size=5,
+    )
+)  # fmt: skip
+def test_a_record_in_two_pieces_is_framed_as_one_piece_is(
+    tmp_path: Path, records: list[tuple[bytes, int, int | None, str]]
+) -> None:
+    """write(head, image): the bytes of frame(head + image), small records
+    (joined first) and large ones, split where a magic word is aligned from
+    the record's start; a buffer the caller reuses afterwards changes
+    nothing written."""
+    rng = random.Random(len(records))
+    expected, path = [], tmp_path / f"{rng.random()}.rec"
+    with RecordWriter(path) as w:
+        for head, n, at, kind in records:
+            image = bytearray(rng.randbytes(n))
+            if at is not None and n >= at + 4:
+                image[at : at + 4] = MAGIC_BYTES
+            expected.append(frame(head + bytes(image)))
+            piece: Any = {"bytes": bytes(image), "bytearray": image,
+                          "view": memoryview(bytes(image))}[kind]  # fmt: skip
+            w.write(head, piece)
+            image[:] = bytes(len(image))  # (reused by the caller: written already, or copied)
+    assert path.read_bytes() == b"".join(expected)
