@@ -131,6 +131,8 @@ def test_parquet_import_refuses_labels_float32_would_change(tmp_path: Path) -> N
         (pa.array([1, 16777217, 2]), "row 1: its label 16777217 is a whole number float32",
          "read back as 16777216"),
         (pa.array([[0, 1], [2, 3], [16777217, 1]]), "row 2: its label 16777217", "16777216"),
+        (pa.array([[0.0, 1.0], [float("nan"), 16777217.0], [1.0, 2.0]]),
+         "row 1: its label 16777217", "16777216"),
         (pa.array([1, 2, 2**62 + 1]), "row 2: its label 4611686018427387905",
          "read back as 4611686018427387904"),
         (pa.array([1.0, 1e39, 2.0]), "row 1: its label 1e+39 does not fit float32", "3.4e38"),

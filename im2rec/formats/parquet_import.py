@@ -356,7 +356,7 @@ def _row(
     elif isinstance(label, list):
         if not 0 < len(label) <= MAX_LABELS or not all(isinstance(v, int | float) for v in label):
             raise DatasetError(f"{name}: row {number:,} has a label list of {len(label):,} values")
-        if max(label) > _HELD or min(label) < -_HELD:
+        if not all(-_HELD <= v <= _HELD for v in label):  # (NaN too: max() would hide it)
             _check_held(label, number, name)
     elif not isinstance(label, int | float) or isinstance(label, bool):
         raise DatasetError(f"{name}: row {number:,}: its label {label!r} is not a number")
