@@ -66,9 +66,7 @@ class Source:
         self.parquet = self.open()
         meta = self.parquet.metadata
         self._whole = all(
-            sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))
-            <= PREBUFFER_BYTES
-            for rg in (meta.row_group(i) for i in range(meta.num_row_groups))
+            _stored(meta, group) <= PREBUFFER_BYTES for group in range(meta.num_row_groups)
         )
 
     def open(self) -> Any:
@@ -113,9 +111,7 @@ class Source:
         meta = self.parquet.metadata
         start = size = 0
         for group in range(count):
-            chunks = meta.row_group(group)
-            stored = sum(max(0, chunks.column(j).total_compressed_size)
-                         for j in range(chunks.num_columns))  # fmt: skip
+            stored = _stored(meta, group)
             if group > start and (size + stored > RUN_BYTES or group - start >= RUN_GROUPS):
                 yield range(start, group)
                 start, size = group, 0
@@ -183,6 +179,12 @@ def row_groups(source: Source, count: int, columns: list[str]) -> Iterator[Any]:
                 start()
         finally:
             stop.set()
+
+
+def _stored(meta: Any, group: int) -> int:
+    """Row group ``group``'s bytes as stored (its column chunks, compressed)."""
+    chunks = meta.row_group(group)
+    return sum(max(0, chunks.column(j).total_compressed_size) for j in range(chunks.num_columns))
 
 
 _END = object()  # a run's last batch was handed over
