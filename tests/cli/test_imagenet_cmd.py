@@ -73,10 +73,19 @@ def test_a_killed_run_resumes_to_the_same_tree(tmp_path: Path, sig: str) -> None
            "--target-dir", str(target), "--with-rec", "-q"]  # fmt: skip
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     staging = tmp_path / "t.partial" / "train.partial"
+    # The run goes on in 5 ms steps and is looked at only while stopped, so
+    # the signal lands after the first class and never after the last,
+    # however busy the machine is.
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(p.suffix != ".partial" for p in _dirs(staging)):
+    while time.monotonic() < deadline and proc.poll() is None:
+        os.kill(proc.pid, signal.SIGSTOP)
+        if any(p.suffix != ".partial" for p in _dirs(staging)):
+            break
+        os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.005)
+    assert proc.poll() is None, "rec imagenet ended before it was stopped"
     os.kill(proc.pid, getattr(signal, sig))
+    os.kill(proc.pid, signal.SIGCONT)
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
