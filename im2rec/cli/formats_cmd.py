@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..errors import MissingFileError
+from ..storage.prefetch import prefetch
 from .common import (
     REC,
     count_text,
@@ -182,6 +183,7 @@ def export_command(
       rec export example_val.rec --to parquet -o mydataset --split validation
       rec export cats.rec --to parquet -o catboxes --license cc-by-4.0
     """
+    prefetch([rec])  # (read while the format's modules load)
     with handle_errors(), progress_bar(quiet=quiet or as_json) as bar:
         track = bar.track(os.path.basename(rec), total=0, unit="records")
         if fmt == "parquet":
@@ -295,6 +297,7 @@ def import_command(
                 expand_shards(list(shards))  # fmt: skip
         except MissingFileError as exc:  # a shard named on the command line: a usage mistake
             raise click.UsageError(str(exc)) from None
+        prefetch(names)  # (read while the format's modules load)
         if fmt == "parquet":
             from ..formats.parquet_import import import_parquet
 
