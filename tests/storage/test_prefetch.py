@@ -15,6 +15,8 @@ import pytest
 
 from im2rec.storage.prefetch import prefetch
 
+from ..polling import poll
+
 _MB = 1 << 20
 
 
@@ -71,21 +73,12 @@ def _evicted(path: Path, size: int) -> Path:
     return path
 
 
-def _poll(check: object, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return bool(check())  # type: ignore[operator]
-
-
 def test_the_first_bytes_of_each_file_are_read_in_order_up_to_the_limit(tmp_path: Path) -> None:
     first = _evicted(tmp_path / "a.rec", 4 * _MB)
     second = _evicted(tmp_path / "b.rec", 32 * _MB)
     prefetch([tmp_path / "missing.rec", first, second], limit=12 * _MB)
-    assert _poll(lambda: _cached(first, 0) and _cached(first, 4 * _MB - 4096))
-    assert _poll(lambda: _cached(second, 0) and _cached(second, 8 * _MB - 4096))
+    assert poll(lambda: _cached(first, 0) and _cached(first, 4 * _MB - 4096))
+    assert poll(lambda: _cached(second, 0) and _cached(second, 8 * _MB - 4096))
     time.sleep(0.2)  # (what a too-large request would have read by now)
     assert not _cached(second, 28 * _MB), "read past the limit"
 
@@ -95,7 +88,7 @@ def test_what_is_not_a_local_regular_file_is_left_alone(tmp_path: Path) -> None:
     os.mkfifo(fifo)  # (opening it to read would wait for a writer for ever)
     kept = _evicted(tmp_path / "c.rec", 2 * _MB)
     prefetch(["s3://bucket/data.rec", fifo, tmp_path, kept])
-    assert _poll(lambda: _cached(kept, 0))
+    assert poll(lambda: _cached(kept, 0))
     prefetch([kept], limit=0)  # (nothing to do)
 
 

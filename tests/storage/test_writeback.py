@@ -11,13 +11,14 @@ import fcntl
 import os
 import struct
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from im2rec.recordio import IndexedRecordWriter, RecordWriter
 from im2rec.storage.writeback import WRITEBACK_BYTES, Writeback
+
+from ..polling import poll
 
 _FS_IOC_FIEMAP = 0xC020660B
 _HEAD = struct.Struct("=QQIIII")  # struct fiemap, before its extents
@@ -63,15 +64,6 @@ def _open_in(folder: Path) -> list[str]:
     return found
 
 
-def _poll(check: object, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return bool(check())  # type: ignore[operator]
-
-
 def test_a_large_output_is_on_the_disk_without_a_sync(tmp_path: Path) -> None:
     size = 4 * WRITEBACK_BYTES
     control = tmp_path / "control.bin"
@@ -86,7 +78,7 @@ def test_a_large_output_is_on_the_disk_without_a_sync(tmp_path: Path) -> None:
             w.write_key(key, record)
         w.flush()
         written = 3 * WRITEBACK_BYTES  # (asked for once each WRITEBACK_BYTES has come)
-        assert _poll(lambda: _delayed(w.temp_path, written) == 0), (
+        assert poll(lambda: _delayed(w.temp_path, written) == 0), (
             "the writer's pages are still waiting for a sync"
         )
     finally:
@@ -98,7 +90,7 @@ def test_small_outputs_start_no_thread_and_large_ones_end_theirs(tmp_path: Path)
     with RecordWriter(tmp_path / "small.rec") as w:
         for _ in range(64):
             w.write(bytes(1024))
-        assert _threads() == 0 or _poll(lambda: _threads() == 0)
+        assert _threads() == 0 or poll(lambda: _threads() == 0)
     big = RecordWriter(tmp_path / "big.rec")
     for _ in range(3 * WRITEBACK_BYTES >> 20):
         big.write(bytes(1 << 20))
@@ -107,8 +99,8 @@ def test_small_outputs_start_no_thread_and_large_ones_end_theirs(tmp_path: Path)
     if os.path.isdir("/proc/self/fd"):  # the writer's and the thread's own
         assert len(_open_in(tmp_path)) == 2, _open_in(tmp_path)
     big.close()
-    assert _poll(lambda: _threads() == 0), "the writeback thread outlived its output"
-    assert _poll(lambda: not _open_in(tmp_path)), "its duplicate descriptor was left open"
+    assert poll(lambda: _threads() == 0), "the writeback thread outlived its output"
+    assert poll(lambda: not _open_in(tmp_path)), "its duplicate descriptor was left open"
     assert (tmp_path / "big.rec").stat().st_size > 3 * WRITEBACK_BYTES
 
 
@@ -117,7 +109,7 @@ def test_a_pipe_takes_no_writeback_and_says_nothing(tmp_path: Path) -> None:
     try:
         wb = Writeback(write)
         wb.written(WRITEBACK_BYTES)  # (a pipe has no pages to write back)
-        assert _poll(lambda: _threads() == 0)
+        assert poll(lambda: _threads() == 0)
         wb.written(2 * WRITEBACK_BYTES)  # asked again after its thread ended: nothing happens
         wb.close()
         os.write(write, b"still open")
@@ -144,4 +136,4 @@ def test_a_parquet_shard_is_on_the_disk_without_a_sync(tmp_path: Path) -> None:
     shard = Path(done.shards[0])
     written = 3 * WRITEBACK_BYTES
     assert shard.stat().st_size > written
-    assert _poll(lambda: _delayed(shard, written) == 0), "the shard waits for a sync"
+    assert poll(lambda: _delayed(shard, written) == 0), "the shard waits for a sync"
