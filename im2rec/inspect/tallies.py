@@ -17,7 +17,8 @@ class Tally:
     """How often each value came, for at most ``limit`` distinct values: a
     value is counted when it is counted already or fewer than ``limit``
     are; the times of the others are summed in :attr:`left`. Values come in
-    batches (:meth:`add`), each batch's in rising order; NaN is one value."""
+    batches (:meth:`add`), each batch's in rising order; NaN is one value,
+    and -0.0 is 0.0 (whichever a batch held first)."""
 
     def __init__(self, limit: int, dtype: Any = np.int64) -> None:
         self.limit = limit
@@ -29,6 +30,8 @@ class Tally:
         """Count ``values`` (distinct, rising; NaN last) ``times`` each;
         returns the times left uncounted."""
         values = np.asarray(values, self.values.dtype)
+        if values.dtype.kind == "f":
+            values = values + values.dtype.type(0)  # (-0.0 + 0.0 is 0.0: one zero)
         times = np.asarray(times, np.int64)
         at = np.searchsorted(self.values, values)
         if len(at) and at[-1] < len(self.values):  # (the usual: every value counted already)

@@ -47,3 +47,15 @@ def test_nan_is_one_value_among_floats() -> None:
     assert tally.left == 0
     tally.add_all(np.asarray([2.0, 1.0], np.float32))  # (a fourth value: left out)
     assert tally.left == 1 and counts[1.0] + 1 == tally.counts()[1.0]
+
+
+def test_minus_zero_is_zero_whichever_comes_first() -> None:
+    """rec info's labels: a -0.0 label is the class 0 (named "0", never
+    "-0"), however the records fall into batches."""
+    for batches in ([[-0.0, 1.0, 0.0]], [[-0.0], [0.0, 1.0]], [[0.0], [-0.0]], [[-0.0, -0.0]]):
+        tally = Tally(4, np.float32)
+        for batch in batches:
+            tally.add_all(np.asarray(batch, np.float32))
+        zero = [k for k in tally.counts() if k == 0]
+        assert zero and all(np.copysign(1.0, k) == 1.0 for k in zero), (batches, tally.counts())
+        assert tally.counts()[0.0] == sum(b.count(0.0) for b in batches)
