@@ -19,6 +19,8 @@ import stat
 import threading
 from collections.abc import Iterable
 
+from . import is_url
+
 __all__ = ["PREFETCH_BYTES", "prefetch"]
 
 #: read ahead of a command's start, in all: what the disk reads while
@@ -30,7 +32,7 @@ def prefetch(paths: Iterable[str | os.PathLike[str]], limit: int = PREFETCH_BYTE
     """Start reading the first ``limit`` bytes of ``paths`` (in that order:
     the files a command reads first, first) into the page cache, and
     return at once. URLs and what is not a regular file are skipped."""
-    names = [os.fspath(p) for p in paths if "://" not in os.fspath(p)]
+    names = [name for name in (os.fspath(p) for p in paths) if not is_url(name)]
     if names and limit > 0 and hasattr(os, "posix_fadvise"):
         threading.Thread(target=_advise, args=(names, limit), daemon=True,
                          name="im2rec-prefetch").start()  # fmt: skip
