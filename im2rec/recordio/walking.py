@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import RecordFormatError
 from ..storage.files import FileView
+from ..storage.prefetch import FOLLOW_STEP, Follower, follow
 from .codec import (
     ALIGN,
     CFLAG_FIRST,
@@ -74,21 +75,38 @@ def walk_records(
 ) -> Iterator[tuple[int, int] | Damage]:
     """``(offset, next_offset)`` for every record in file order from
     ``start`` (a record's head); with ``recover``, a :class:`Damage` for
-    each unreadable stretch instead of an error."""
+    each unreadable stretch instead of an error.
+
+    Once the walk is a read-ahead step into a local file, the file is read
+    in order ahead of it (:func:`~im2rec.storage.prefetch.follow`): a walk
+    of heads alone over a cold file otherwise waits for the disk at every
+    head."""
     buf, size = reader.mapping()
     pos = start
-    while pos < size:
-        try:
-            for head, nxt in iter_heads(buf, size, reader.name, start=pos):
-                yield head, nxt
-                pos = nxt
-            return
-        except RecordFormatError as exc:
-            if not recover:
-                raise
-            resume = _next_head(buf, pos + ALIGN, size)
-            yield Damage(pos, resume, str(exc).split(": ", 1)[-1])
-            pos = resume
+    wake = start + FOLLOW_STEP
+    ahead: Follower | None = None
+    try:
+        while pos < size:
+            try:
+                for head, nxt in iter_heads(buf, size, reader.name, start=pos):
+                    yield head, nxt
+                    pos = nxt
+                    if pos >= wake:  # (a comparison a record; the rest once a step)
+                        if ahead is None and wake == start + FOLLOW_STEP and type(buf) is FileView:
+                            ahead = follow(buf.fd, size, pos)
+                        if ahead is not None:
+                            ahead.tell(pos)
+                        wake = pos + FOLLOW_STEP
+                return
+            except RecordFormatError as exc:
+                if not recover:
+                    raise
+                resume = _next_head(buf, pos + ALIGN, size)
+                yield Damage(pos, resume, str(exc).split(": ", 1)[-1])
+                pos = resume
+    finally:
+        if ahead is not None:
+            ahead.stop()
 
 
 def header_at(buf: Buffer, head: int, nxt: int, name: str) -> Any:

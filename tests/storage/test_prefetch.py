@@ -1,19 +1,24 @@
 """A command's inputs are read into the page cache while it starts: the
 first bytes of each file named, in order, up to a limit in all; what is
-not a regular local file is skipped without an error. Residency is seen
-with mincore()."""
+not a regular local file is skipped without an error. A walk of frame
+heads has the file read in order ahead of it, so far and no further.
+Residency is seen with mincore()."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from im2rec.storage.prefetch import prefetch
+from im2rec.recordio import IndexedRecordWriter, IRHeader, RecordReader, pack
+from im2rec.recordio.walking import walk_records
+from im2rec.storage import prefetch as prefetch_module
+from im2rec.storage.prefetch import follow, prefetch
 
 from ..polling import poll
 
@@ -61,13 +66,21 @@ def _cached(path: Path, offset: int) -> bool:
 def _evicted(path: Path, size: int) -> Path:
     """``path``, ``size`` bytes on the disk and out of the page cache (or a
     skip where this file system cannot show it)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("mincore() answers only on Linux")
     with open(path, "wb") as f:
         f.write(os.urandom(size))
-        f.flush()
-        os.fsync(f.fileno())
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return _evict(path, size)
+
+
+def _evict(path: Path, size: int) -> Path:
+    """``path`` (``size`` bytes) on the disk and out of the page cache."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mincore() answers only on Linux")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
     if _cached(path, 0) or _cached(path, size - 4096):
         pytest.skip("this file system keeps the file cached (or says nothing of it)")
     return path
@@ -129,3 +142,51 @@ main({[*given, "-q"]!r})
     done = subprocess.run([sys.executable, "-c", CACHED + probe], capture_output=True, text=True)
     assert done.returncode == 3, (done.returncode, done.stderr)
     assert not out.exists()
+
+
+def test_a_follower_reads_in_order_ahead_of_the_walk_and_no_further(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It reads up to FOLLOW_AHEAD past where the walk says it is, goes on
+    when told the walk moved, and its thread ends when stopped."""
+    monkeypatch.setattr(prefetch_module, "FOLLOW_AHEAD", 4 * _MB)
+    path = _evicted(tmp_path / "walked.rec", 64 * _MB)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        ahead = follow(fd, 64 * _MB, 0)
+        assert ahead is not None
+        assert poll(lambda: _cached(path, 3 * _MB))
+        time.sleep(0.2)  # (what a follower not held back would have read by now)
+        assert not _cached(path, 40 * _MB), "read past FOLLOW_AHEAD"
+        ahead.tell(32 * _MB)  # (the walk jumped: the follower goes on from there)
+        assert poll(lambda: _cached(path, 35 * _MB))
+        assert not _cached(path, 20 * _MB), "read what the walk had passed"
+        ahead.stop()
+        assert poll(lambda: not _follower_threads())
+    finally:
+        os.close(fd)
+
+
+def _follower_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "im2rec-follow"]
+
+
+def test_a_walk_of_heads_over_a_cold_file_reads_it_ahead(tmp_path: Path) -> None:
+    """walk_records over large records: while the walk is suspended a few
+    MB in, the bytes tens of MB past it come into the page cache (each head
+    alone would otherwise be read from the disk when reached); closing the
+    walk ends the follower."""
+    path = tmp_path / "large.rec"
+    with IndexedRecordWriter(path) as w:
+        for i in range(256):  # 256 records of 256 KB: 64 MB
+            w.write_key(i, pack(IRHeader(0, float(i), i, 0), os.urandom(256 << 10)))
+    size = path.stat().st_size
+    _evict(path, size)
+    reader = RecordReader(path)
+    walk = walk_records(reader)
+    for _ in range(8):  # (2 MB into the file)
+        next(walk)
+    assert poll(lambda: _cached(path, 40 * _MB)), "the file was not read ahead of the walk"
+    walk.close()
+    assert poll(lambda: not _follower_threads())
+    reader.close()
