@@ -30,7 +30,15 @@ from collections.abc import Iterable
 
 from . import is_url
 
-__all__ = ["FOLLOW_AHEAD", "FOLLOW_STEP", "PREFETCH_BYTES", "Follower", "follow", "prefetch"]
+__all__ = [
+    "FOLLOW_AHEAD",
+    "FOLLOW_STEP",
+    "PREFETCH_BYTES",
+    "STOP_WAIT",
+    "Follower",
+    "follow",
+    "prefetch",
+]
 
 #: read ahead of a command's start, in all: what the disk reads while
 #: its modules load, and small beside any machine's page cache
@@ -72,6 +80,8 @@ def _advise(names: list[str], limit: int) -> None:
 #: how far a :class:`Follower` reads ahead of the walk it follows, and the
 #: bytes it asks for at a time (docs/measured.md)
 FOLLOW_AHEAD, FOLLOW_STEP = 64 << 20, 1 << 20
+#: seconds :meth:`Follower.stop` waits for the read under way (one step)
+STOP_WAIT = 5.0
 
 
 class Follower:
@@ -90,7 +100,8 @@ class Follower:
         self._moved = threading.Condition()
         self._at, self._stopped = start, False
         self.wake = start + FOLLOW_STEP  # (the walk tells it once past this)
-        threading.Thread(target=self._run, name="im2rec-follow", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="im2rec-follow", daemon=True)
+        self._thread.start()
 
     def tell(self, at: int) -> None:
         """The walk is at byte ``at``."""
@@ -101,12 +112,16 @@ class Follower:
             self._moved.notify()
 
     def stop(self) -> None:
-        """End the reads ahead (at once; the thread closes its file)."""
+        """End the reads ahead: returns when the thread has closed its file
+        and ended (after the read under way, at most :data:`STOP_WAIT`
+        seconds), so that no thread is left behind the walk (a fork then
+        copies none)."""
         if os.getpid() != self._pid:
             return
         with self._moved:
             self._stopped = True
             self._moved.notify()
+        self._thread.join(STOP_WAIT)
 
     def _run(self) -> None:
         try:

@@ -162,7 +162,7 @@ def test_a_follower_reads_in_order_ahead_of_the_walk_and_no_further(
         assert poll(lambda: _cached(path, 35 * _MB))
         assert not _cached(path, 20 * _MB), "read what the walk had passed"
         ahead.stop()
-        assert poll(lambda: not _follower_threads())
+        assert not _follower_threads(), "a thread was left behind the walk"
     finally:
         os.close(fd)
 
@@ -175,7 +175,8 @@ def test_a_walk_of_heads_over_a_cold_file_reads_it_ahead(tmp_path: Path) -> None
     """walk_records over large records: while the walk is suspended a few
     MB in, the bytes tens of MB past it come into the page cache (each head
     alone would otherwise be read from the disk when reached); closing the
-    walk ends the follower."""
+    walk ends the follower's thread before it returns, and a walk to its
+    end leaves none either."""
     path = tmp_path / "large.rec"
     with IndexedRecordWriter(path) as w:
         for i in range(256):  # 256 records of 256 KB: 64 MB
@@ -188,5 +189,7 @@ def test_a_walk_of_heads_over_a_cold_file_reads_it_ahead(tmp_path: Path) -> None
         next(walk)
     assert poll(lambda: _cached(path, 40 * _MB)), "the file was not read ahead of the walk"
     walk.close()
-    assert poll(lambda: not _follower_threads())
+    assert not _follower_threads(), "a thread was left behind the walk"
+    assert sum(1 for _ in walk_records(reader)) == 256
+    assert not _follower_threads(), "a thread was left behind the walk"
     reader.close()
