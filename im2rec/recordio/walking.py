@@ -83,8 +83,9 @@ def walk_records(
     head."""
     buf, size = reader.mapping()
     pos = start
-    wake = start + FOLLOW_STEP
+    wake = start + FOLLOW_STEP  # (where the follower is next told of the walk)
     ahead: Follower | None = None
+    tried = False
     try:
         while pos < size:
             try:
@@ -92,8 +93,8 @@ def walk_records(
                     yield head, nxt
                     pos = nxt
                     if pos >= wake:  # (a comparison a record; the rest once a step)
-                        if ahead is None and wake == start + FOLLOW_STEP and type(buf) is FileView:
-                            ahead = follow(buf.fd, size, pos)
+                        if not tried and type(buf) is FileView:
+                            ahead, tried = follow(buf.fd, size, pos), True
                         if ahead is not None:
                             ahead.tell(pos)
                         wake = pos + FOLLOW_STEP

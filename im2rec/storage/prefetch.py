@@ -99,7 +99,6 @@ class Follower:
         self._pid = os.getpid()  # (a lock copied by a fork may be held for ever)
         self._moved = threading.Condition()
         self._at, self._stopped = start, False
-        self.wake = start + FOLLOW_STEP  # (the walk tells it once past this)
         self._thread = threading.Thread(target=self._run, name="im2rec-follow", daemon=True)
         self._thread.start()
 
@@ -108,7 +107,7 @@ class Follower:
         if os.getpid() != self._pid:
             return
         with self._moved:
-            self._at, self.wake = at, at + FOLLOW_STEP
+            self._at = at
             self._moved.notify()
 
     def stop(self) -> None:
