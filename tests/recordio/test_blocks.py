@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from im2rec import native
+from im2rec.errors import RecordFormatError
 from im2rec.recordio import RecordReader, blocks, frame, pack
 from im2rec.recordio import runs as runs_module
 from im2rec.recordio.blocks import Block, _whole_frames, walk_blocks, whole_frames
-from im2rec.recordio.codec import MAGIC_BYTES
+from im2rec.recordio.codec import IR_HEADER_SIZE, MAGIC_BYTES, decode_length
 from im2rec.recordio.header import IRHeader
 from im2rec.recordio.runs import runs
 from im2rec.recordio.walking import Damage, header_at, walk_records
@@ -54,6 +55,9 @@ def _flatten(items: list[object]) -> list[object]:
     records, st.sampled_from([16, 64, 256, 4096]), st.binary(max_size=24), st.booleans(),
     st.sampled_from([2, 1 << 16]),
 )  # fmt: skip
+@example(  # (a magic word in a payload, resumed at after damage: a record of 0 bytes)
+    recs=[bytes(31) + MAGIC_BYTES + bytes(2)], block=16, junk=b"\x00", damaged=True, most=2
+)
 def test_blocks_hold_the_records_the_walk_finds(
     tmp_path_factory: pytest.TempPathFactory,
     recs: list[bytes],
@@ -81,6 +85,10 @@ def test_blocks_hold_the_records_the_walk_finds(
                 again = Block(item.data, item.base, item.heads).header_fields()  # (numpy's)
                 assert fields.tobytes() == again.tobytes()
                 for row, h in zip(fields, item.heads.tolist(), strict=True):
+                    if decode_length(int(row["lrec"])) < IR_HEADER_SIZE:  # (no header: the
+                        with pytest.raises(RecordFormatError):  # fields are the next bytes)
+                            header_at(buf, item.base + h, len(data), reader.name)
+                        continue
                     header = header_at(buf, item.base + h, len(data), reader.name)
                     assert (int(row["flag"]), int(row["id"])) == (header.flag, header.id)
     assert _flatten(got) == [(w[0], None) if isinstance(w, tuple) else w for w in want]
