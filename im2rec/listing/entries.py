@@ -199,7 +199,8 @@ class BoxEntries(Entries):
             objects.update(dict(enumerate(np.bincount(classes).tolist())))
             width = int(classes.max(initial=0)) + 1
             pairs = np.sort(image * width + classes)  # (nearly sorted: image by image)
-            first = np.concatenate([[True], pairs[1:] != pairs[:-1]])
+            first = np.ones(len(pairs), bool)  # (none where no image of the run has a box)
+            first[1:] = pairs[1:] != pairs[:-1]
             images.update(dict(enumerate(np.bincount(pairs[first] % width).tolist())))
             lo = hi
         return +images, +objects

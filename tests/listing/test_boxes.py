@@ -401,10 +401,14 @@ def _listed_or_refused(root: Path, *args: str) -> None:
         assert "Error:" in result.output and "Traceback" not in result.output, result.output
         assert isinstance(result.exception, SystemExit | Im2RecError), result.exception
         return
-    # listed: every label is one every reader takes, the class map reads back
+    # listed: every label is one every reader takes (or, with --keep-empty,
+    # a header alone: `4 6 width height`), the class map reads back
     classes = read_class_map(out.parent / "out.classes.tsv")
     assert list(classes) == list(range(len(classes)))
     for item in read_lst(out.parent / "out.lst"):
+        if "--keep-empty" in args and len(item.labels) == 4:
+            assert item.labels[:2] == (4.0, 6.0) and min(item.labels[2:]) > 0, item.labels
+            continue
         assert problem(item.labels) is None, item.labels
         assert all(0 <= c < len(classes) for c in read_label(item.labels).objects[:, 0])
 
@@ -412,36 +416,41 @@ def _listed_or_refused(root: Path, *args: str) -> None:
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(xml=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
-def test_any_voc_annotation_is_listed_or_refused_clearly(tmp_path: Path, xml: bytes) -> None:
+@given(xml=st.binary(max_size=300) | st.text(max_size=300).map(str.encode), keep=st.booleans())
+def test_any_voc_annotation_is_listed_or_refused_clearly(
+    tmp_path: Path, xml: bytes, keep: bool
+) -> None:
     root = voc_set(tmp_path / "voc", IMAGES[:1])
     (root / "Annotations" / "a.xml").write_bytes(xml)
-    _listed_or_refused(root, "--boxes", "voc")
+    _listed_or_refused(root, "--boxes", "voc", *["--keep-empty"] * keep)
 
 
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(data=_COCO)
-def test_any_coco_file_is_listed_or_refused_clearly(tmp_path: Path, data: dict) -> None:
+@given(data=_COCO, keep=st.booleans())
+def test_any_coco_file_is_listed_or_refused_clearly(tmp_path: Path, data: dict, keep: bool) -> None:
     root = tmp_path / "coco"
     root.mkdir(exist_ok=True)
     (root / "i.json").write_text(json.dumps(data))
-    _listed_or_refused(root, "--boxes", "coco", "--annotations", str(root / "i.json"))
+    _listed_or_refused(root, "--boxes", "coco", "--annotations", str(root / "i.json"),
+                       *["--keep-empty"] * keep)  # fmt: skip
 
 
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(text=st.text(st.sampled_from("0123456789 .-e\nabnif\t"), max_size=80))
-def test_any_yolo_label_file_is_listed_or_refused_clearly(tmp_path: Path, text: str) -> None:
+@given(text=st.text(st.sampled_from("0123456789 .-e\nabnif\t"), max_size=80), keep=st.booleans())
+def test_any_yolo_label_file_is_listed_or_refused_clearly(
+    tmp_path: Path, text: str, keep: bool
+) -> None:
     root = (
         yolo_set(tmp_path / "yolo", IMAGES[:1])
         if not (tmp_path / "yolo").exists()
         else tmp_path / "yolo"
     )
     (root / "labels" / "a.txt").write_text(text)
-    _listed_or_refused(root, "--boxes", "yolo")
+    _listed_or_refused(root, "--boxes", "yolo", *["--keep-empty"] * keep)
 
 
 def test_a_wrong_coco_root_is_found_when_listing(tmp_path: Path) -> None:
@@ -594,3 +603,26 @@ def test_yolo_listing_memory_is_its_arrays(tmp_path: Path) -> None:
         peaks.append(_listing_peak(root, tmp_path / "o", BoxOptions("yolo")))
     growth = (peaks[1] - peaks[0]) / (300 * 100)
     assert growth < 120, f"{growth:.0f} bytes a box"
+
+
+@pytest.mark.parametrize("fmt", ["voc", "coco", "yolo"])
+def test_keep_empty_lists_a_set_whose_images_have_no_object(fmt: str, tmp_path: Path) -> None:
+    """The class counts of a run of images with no box at all (here every
+    image) ended in a traceback."""
+    bare = [(name, w, h, []) for name, w, h, _ in IMAGES]
+    root = {"voc": voc_set, "coco": coco_set, "yolo": yolo_set}[fmt](tmp_path / fmt, bare)
+    extra = ["--annotations", str(root / "instances.json")] if fmt == "coco" else []
+    images = root / "images" if fmt == "coco" else root
+    args = ["list", str(images), "--boxes", fmt, *extra, "-o", str(tmp_path / "o")]
+    code, out = run(*args, "--keep-empty", "--classes", str(_class_file(tmp_path)))
+    assert code == 0 and "Traceback" not in out, out
+    got = listed(tmp_path / "o.lst")
+    assert got == {name: [4, 6, w, h] for name, w, h, _ in IMAGES}
+    summary = json.loads((tmp_path / "o.lists.json").read_text())
+    assert [(c["images"], c["objects"]) for c in summary["classes"]] == [(0, 0)] * 3
+
+
+def _class_file(tmp_path: Path) -> Path:
+    path = tmp_path / "classes.txt"
+    path.write_text("".join(f"{name}\n" for name in CLASSES))
+    return path
