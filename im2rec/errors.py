@@ -24,6 +24,7 @@ the same mistake, so code written against ``mx.recordio`` that catches
     │   └── UnknownOptionError (TypeError)  a keyword argument im2rec does not know
     ├── OutputError (OSError)               a link or folder where an output goes (never followed)
     └── DatasetError                        an input folder or list cannot be used as it is
+        └── EmptyRecError                   an export or conversion of a .rec holding no records
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "DuplicateKeyError",
+    "EmptyRecError",
     "ImageCodecError",
     "ManifestError",
     "ImageTooLargeError",
@@ -133,6 +135,15 @@ class UnknownOptionError(ConfigError, TypeError):
 class DatasetError(Im2RecError):
     """An input folder or list cannot be used as it is (no images, an
     unreadable folder, a symlink loop, ...)."""
+
+
+class EmptyRecError(DatasetError):
+    """A ``.rec`` of no records given to a command that writes a dataset
+    from it (an export, a conversion): it writes nothing, as the imports
+    write nothing from inputs of no samples or rows."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name}: holds no records (0 bytes); nothing was written")
 
 
 class OutputError(Im2RecError, OSError):

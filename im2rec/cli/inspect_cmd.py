@@ -206,7 +206,7 @@ def info_rows(
     elif info.get("detection"):
         rows.extend(_detection_rows(info["detection"], names))
     else:
-        rows.append(("labels", _labels_text(info["labels"], names)))
+        rows.append(("labels", _labels_text(info["labels"], names) if n else "none (no records)"))
     if info["class_map"]:
         rows.append(("class map", info["class_map"]))
     formats = ", ".join(f"{k} {v:,}" for k, v in info["formats"].items())

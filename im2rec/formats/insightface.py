@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatasetError, Im2RecError, MissingFileError
+from ..errors import DatasetError, EmptyRecError, Im2RecError, MissingFileError
 from ..imaging.headers import image_size
 from ..recordio import IndexedRecordWriter, IRHeader, pack
 from ..recordio.faces import MAX_IDENTITIES, face_header
@@ -224,6 +224,8 @@ def convert_to_faces(
     reader = RecordReader(rec)
     try:
         buf, size = reader.mapping()
+        if not size:
+            raise EmptyRecError(reader.name)
         first: dict[int, int] = {}
         order: list[tuple[int, int, int]] = []  # (identity's rank, head, identity)
         header0, layout_records = None, 0

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DatasetError
+from ..errors import ConfigError, DatasetError, EmptyRecError
 from ..progress import with_progress
 from ..recordio import RecordReader, unpack
 from ..recordio.sequential import sequential_records
@@ -124,6 +124,9 @@ def export_parquet(
         raise ConfigError(f"task {card.task!r}: one of {', '.join(TASKS)}")
     previous = read_card(Path(folder) / "README.md")
     reader = RecordReader(rec)
+    if not reader.size:  # (before the folder is made: nothing is written)
+        reader.close()
+        raise EmptyRecError(reader.name)
     data = DataFolder(folder)
     result = ParquetExport(reader.name, os.fspath(folder), split)
     idx = sibling(reader.location, ".idx")

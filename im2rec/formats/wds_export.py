@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import EmptyRecError
 from ..imaging.headers import image_extension
 from ..progress import with_progress
 from ..recordio import read_index_entries, read_record, unpack
@@ -67,6 +68,9 @@ def export_webdataset(
     from ..recordio import RecordReader
 
     reader = RecordReader(rec)
+    if not reader.size:  # (before a shard is made: nothing is written)
+        reader.close()
+        raise EmptyRecError(reader.name)
     idx = sibling(reader.location, ".idx")
     keys = KeysByOffset(idx if exists(idx) else None)
     buf, size = reader.mapping()

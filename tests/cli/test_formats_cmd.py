@@ -63,3 +63,37 @@ def test_convert_to_the_face_layout_counts_identities(small: Path) -> None:
     assert payload == b"" and header.label.tolist() == [8.0, 11.0]  # images 1..7, identities 8..10
     code, out = invoke("convert", "s.rec", "--layout", "insightface", "-o", "faces")
     assert code == 1 and "already exists" in out and "--overwrite" in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "e.rec", "--to", "parquet", "-o", "out"],
+        ["export", "e.rec", "--to", "webdataset", "-o", "out/s-%02d.tar"],
+        ["convert", "e.rec", "--layout", "insightface", "-o", "faces"],
+    ],
+)
+def test_a_rec_of_no_records_is_refused_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """As the imports refuse inputs of no rows or samples: no empty dataset,
+    no dataset card without features, no face header of no identities."""
+    if "parquet" in command:
+        pytest.importorskip("pyarrow")  # (without it, export says so first)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "e.rec").write_bytes(b"")
+    code, out = invoke(*command)
+    assert code == 1, out
+    assert out.strip().endswith("Error: e.rec: holds no records (0 bytes); nothing was written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.rec"]
+
+
+def test_an_empty_rec_leaves_a_published_split_and_its_card_as_they_were(small: Path) -> None:
+    pytest.importorskip("pyarrow")
+    code, out = invoke("export", "s.rec", "--to", "parquet", "-o", "hub", "--pretty-name", "Seven")
+    assert code == 0, out
+    before = {p: p.read_bytes() for p in sorted(Path("hub").rglob("*")) if p.is_file()}
+    Path("e.rec").write_bytes(b"")
+    code, out = invoke("export", "e.rec", "--to", "parquet", "-o", "hub", "--overwrite")
+    assert code == 1 and "holds no records" in out, out
+    assert {p: p.read_bytes() for p in sorted(Path("hub").rglob("*")) if p.is_file()} == before

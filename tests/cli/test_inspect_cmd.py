@@ -47,6 +47,16 @@ def test_info_counts_labels_of_multi_label_records(tmp_path: Path) -> None:
     assert info["class_map"] is None
 
 
+def test_info_of_an_empty_rec_says_it_holds_no_records(tmp_path: Path) -> None:
+    (tmp_path / "empty.rec").write_bytes(b"")
+    code, out = run("info", str(tmp_path / "empty.rec"))
+    assert code == 0, out
+    lines = {k: v.strip() for k, v in (line.strip().split("  ", 1) for line in out.splitlines())}
+    assert lines["records"] == "0"
+    assert lines["labels"] == "none (no records)"  # (not "only multi-label records")
+    assert lines["images"] == "none"
+
+
 @pytest.mark.slow
 def test_rec_verify_shows_its_progress_as_sizes(tmp_path: Path) -> None:
     """Through a real `rec verify` on a terminal (TTY_COMPATIBLE)."""
