@@ -230,8 +230,14 @@ def _detection_rows(found: dict[str, Any], names: dict[int, str] | None) -> list
     """The detection labels' rows: objects, boxes per class, box sizes."""
     per = found["objects_per_image"]
     rows = [("labels", "detection: boxes, in the layout MXNet's ImageDetRecordIter reads")]
-    rows.append(("objects", f"{found['objects']:,} in {found['images']:,} images, "
-                 f"{per['min']:,} to {per['max']:,} an image (mean {per['mean']:g})"))  # fmt: skip
+    if found["images"]:
+        spread = f"{per['min']:,} to {per['max']:,} an image (mean {per['mean']:g})"
+        rows.append(("objects", f"{found['objects']:,} in {found['images']:,} images, {spread}"))
+    alone = found.get("images_without_objects", 0)
+    if alone:
+        rows.append(("no objects", f"{alone:,} image{'s' if alone > 1 else ''} labelled with the "
+                     "header alone (rec list --keep-empty): RecordDataset reads them, MXNet's "
+                     "ImageDetRecordIter refuses them"))  # fmt: skip
     classes = sorted(found["boxes_per_class"].items(), key=lambda kv: -kv[1])
 
     def named(key: str) -> str:

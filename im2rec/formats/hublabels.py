@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from ..listing.classmap import class_map_beside, classes_named, read_class_map
-from ..recordio.detection import MAX_CLASS, Labels, check
+from ..recordio.detection import MAX_CLASS, Labels, check, headers_alone
 from ..recordio.header import is_class_index, is_whole
 
 __all__ = ["KINDS", "LabelColumn", "detection_rows", "guess", "schema", "survey", "value"]
@@ -119,13 +119,7 @@ def detection_rows(labels: Labels) -> DetectionRows:
     """Which of ``labels`` are detection labels (:class:`DetectionRows`)."""
     faults, groups = check(labels)
     good = faults.code == 0
-    # a header alone (A values, no object): short for MXNet, but a detection
-    # label of an image without objects
-    bare = (labels.counts == faults.a) & (faults.a >= 2) & (faults.b >= 5)
-    if bare.any():
-        for i in np.flatnonzero(bare).tolist():
-            start = int(labels.starts[i])
-            bare[i] = np.isfinite(labels.values[start : start + int(labels.counts[i])]).all()
+    bare = headers_alone(labels, faults)  # (short for MXNet: an image without objects)
     top = -1
     for group in groups:
         if len(group.objects):

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from ..recordio.detection import Labels, check, kept, outside, problem, read_label
+from ..recordio.detection import (
+    Labels,
+    check,
+    headers_alone,
+    kept,
+    outside,
+    problem,
+    read_label,
+)
 from .tallies import Tally
 
 __all__ = ["MAX_CLASSES", "SIZE_SAMPLE", "BoxStats", "label_problems"]
@@ -54,6 +62,8 @@ class BoxStats:
 
     def __init__(self) -> None:
         self.images = 0
+        #: images whose label is the header alone (no object: rec list --keep-empty's)
+        self.without_objects = 0
         self.not_detection = 0
         self.objects = 0
         self.per_image = Tally(MAX_CLASSES)
@@ -74,7 +84,10 @@ class BoxStats:
         good = faults.code == 0
         images = int(good.sum())
         self.images += images
-        self.not_detection += len(good) - images
+        # (a header alone of A >= 7 values is a good label: an image of no objects)
+        alone = int((headers_alone(labels, faults) & ~good).sum()) if images < len(good) else 0
+        self.without_objects += alone
+        self.not_detection += len(good) - images - alone
         classes, sized = [], []
         if images == len(good) and all(group.kept.all() for group in groups):
             # (the usual: every label good and every box kept: no masks)
@@ -109,11 +122,13 @@ class BoxStats:
 
     @property
     def is_detection(self) -> bool:
-        """Whether the records hold detection labels: most do (those that do
-        not are counted, ``not_detection``, and named by ``rec verify
-        --boxes``: a damaged label in a detection rec is not a reason to
-        describe it as something else)."""
-        return self.images > 0 and self.images >= self.not_detection
+        """Whether the records hold detection labels: most do, counting
+        those of the header alone (those that do not are counted,
+        ``not_detection``, and named by ``rec verify --boxes``: a damaged
+        label in a detection rec is not a reason to describe it as
+        something else)."""
+        detection = self.images + self.without_objects
+        return detection > 0 and detection >= self.not_detection
 
     def to_dict(self) -> dict[str, Any]:
         sizes = np.concatenate(self._sizes) if self._sizes else np.empty((0, 2), np.float32)
@@ -128,6 +143,8 @@ class BoxStats:
         counts = list(per_image)  # (rising: the fewest and most among those counted)
         return {
             "images": self.images,
+            # a header alone: no object (MXNet's iterator refuses them, RecordDataset reads them)
+            "images_without_objects": self.without_objects,
             # records whose label is not one (damaged, or packed without --pack-label)
             "not_detection": self.not_detection,
             "objects": self.objects,

@@ -44,6 +44,7 @@ __all__ = [
     "Labels",
     "check",
     "claims_boxes",
+    "headers_alone",
     "kept",
     "make_label",
     "outside",
@@ -327,12 +328,31 @@ def problem(values: Sequence[float] | np.ndarray) -> str | None:
     return problems(one, faults, np.zeros(1, np.int64))[0]
 
 
-def read_label(values: Sequence[float] | np.ndarray) -> DetLabel:
+def headers_alone(labels: Labels, faults: Faults) -> np.ndarray:
+    """Which of ``labels`` (:func:`check`'s ``faults`` of them) are a header
+    alone: ``A`` finite values, widths the layout allows, no object; what
+    ``rec list --keep-empty`` writes for an image with no object. MXNet's
+    iterator refuses it (fewer than 7 values); GluonCV's reader and
+    torchvision's models take it as an image of no objects."""
+    alone = (labels.counts == faults.a) & (faults.a >= MIN_HEADER) & (faults.b >= MIN_OBJECT)
+    if alone.any():  # (and every value finite: counted on arrays, not a label at a time)
+        which = np.flatnonzero(alone)
+        first, last = labels.starts[which], labels.starts[which] + labels.counts[which]
+        wrong = np.concatenate(([0], np.cumsum(~np.isfinite(labels.values))))
+        alone[which] = wrong[last] == wrong[first]
+    return np.asarray(alone)
+
+
+def read_label(values: Sequence[float] | np.ndarray, *, alone: bool = False) -> DetLabel:
     """``values`` split into header and objects; ``ValueError`` naming the
-    rule when it is not a detection label (:func:`problem`)."""
+    rule when it is not a detection label (:func:`problem`). With ``alone``,
+    a header alone (:func:`headers_alone`) reads as a label of no objects."""
     why = problem(values)
     if why is not None:
-        raise ValueError(why)
+        array = np.asarray(values, np.float64).reshape(-1)
+        one = Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64))
+        if not (alone and headers_alone(one, check(one)[0])[0]):
+            raise ValueError(why)
     array = np.asarray(values, np.float32)
     a, b = int(array[0]), int(array[1])
     return DetLabel(array[:a].copy(), array[a:].reshape(-1, b).copy())

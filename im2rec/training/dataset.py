@@ -70,8 +70,9 @@ class RecordDataset:
     models take it (:mod:`~im2rec.training.targets`: boxes in pixels of the
     image the sample holds, for ``"bytes"`` the stored image's, whatever
     size the label's header names; ``tv_tensors.BoundingBoxes`` where
-    torchvision is installed, int64 labels), batched by :attr:`collate_boxes`.
-    ``transform`` and ``target_transform`` are applied to the image and
+    torchvision is installed, int64 labels; none for a label of the header
+    alone, an image ``rec list --keep-empty`` kept), batched by
+    :attr:`collate_boxes`. ``transform`` and ``target_transform`` are applied to the image and
     label, ``transforms`` to both at once (``(image, target) -> (image,
     target)``, as torchvision's datasets take it; with ``labels="boxes"``
     the only way to transform the image, so the boxes move with it); pass

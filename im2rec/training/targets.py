@@ -52,12 +52,13 @@ def detection_target(
 
 def detection_objects(values: Any, where: str) -> np.ndarray:
     """The objects MXNet keeps of a record's label ``values`` (rows ``cls,
-    corners normalised, extra...``), the label checked once; DatasetError
+    corners normalised, extra...``; none for a header alone, an image
+    ``rec list --keep-empty`` kept), the label checked once; DatasetError
     naming ``where`` (the record) when it is not a detection label."""
     try:
         if values is None:
             raise ValueError("a single label")
-        objects = read_label(values).objects  # (checked here, once)
+        objects = read_label(values, alone=True).objects  # (checked here, once)
     except ValueError as why:
         raise DatasetError(
             f"{where}: its label is not a detection label ({why}); labels='boxes' reads recs "

@@ -17,6 +17,11 @@ from ..conftest import photo_folder, write_lst
 from .conftest import run
 
 
+def rows(out: str) -> dict[str, str]:
+    """``rec info``'s plain rows: what, value."""
+    return {k: v.strip() for k, v in (line.strip().split("  ", 1) for line in out.splitlines())}
+
+
 def test_info_is_a_readable_table_with_mxnet_label_width(listed: Path) -> None:
     assert run("pack", "--pass-through", "-q")[0] == 0
     code, out = run("info", "example.rec")
@@ -51,7 +56,7 @@ def test_info_of_an_empty_rec_says_it_holds_no_records(tmp_path: Path) -> None:
     (tmp_path / "empty.rec").write_bytes(b"")
     code, out = run("info", str(tmp_path / "empty.rec"))
     assert code == 0, out
-    lines = {k: v.strip() for k, v in (line.strip().split("  ", 1) for line in out.splitlines())}
+    lines = rows(out)
     assert lines["records"] == "0"
     assert lines["labels"] == "none (no records)"  # (not "only multi-label records")
     assert lines["images"] == "none"
@@ -87,3 +92,33 @@ def test_info_and_verify_of_a_small_rec_read_right(listed: Path) -> None:
     assert f"one.rec: {size_text(size)}" in out and "0.0 MB" not in out
     code, out = run("verify", "one.rec")
     assert code == 0 and f"one.rec: 1 record, {size_text(size)}: OK" in out, out
+
+
+def test_info_counts_images_listed_without_objects_apart(tmp_path: Path) -> None:
+    """`rec list --keep-empty` labels an image with no object with the header
+    alone: rec info counts those images as such, not as broken labels."""
+    from ..boxsets import IMAGES, voc_set
+
+    root = voc_set(tmp_path / "voc")
+    for keep in (True, False):
+        out_prefix = tmp_path / ("kept" if keep else "left")
+        args = ["list", str(root), "--boxes", "voc", "-o", str(out_prefix), "--no-shuffle", "-q"]
+        assert run(*args, *["--keep-empty"] * keep)[0] == 0
+        lst = out_prefix.with_suffix(".lst")
+        assert run("pack", str(lst), "--root", str(root), "--pass-through", "--pack-label",
+                   "-q")[0] == 0  # fmt: skip
+        code, out = run("info", str(out_prefix.with_suffix(".rec")))
+        assert code == 0, out
+        lines = rows(out)
+        assert lines["labels"].startswith("detection: boxes")
+        assert lines["objects"] == "6 in 3 images, 1 to 3 an image (mean 2)"
+        assert "broken" not in lines
+        info = json.loads(run("info", str(out_prefix.with_suffix(".rec")), "--json")[1])
+        found = info["detection"]
+        assert (found["images"], found["not_detection"]) == (3, 0)
+        empty = sum(1 for *_, objects in IMAGES if not objects)
+        assert found["images_without_objects"] == (empty if keep else 0)
+        if keep:
+            assert lines["no objects"].startswith("1 image labelled with the header alone")
+        else:
+            assert "no objects" not in lines

@@ -3,6 +3,8 @@ written and read back by the one module that knows it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -118,13 +120,10 @@ any_label = st.one_of(
 )
 
 
-@given(st.lists(any_label, max_size=12), st.lists(st.integers(0, 3), min_size=12, max_size=12))
-def test_a_batch_says_of_each_label_what_problem_says(
-    labels: list[list[float]], gaps: list[int]
-) -> None:
-    """check() on many labels at once (with values between them that
-    belong to none) names each as problem() names it alone."""
-    from im2rec.recordio.detection import Labels, check, problems
+def _batch(labels: list[list[float]], gaps: list[int]) -> Any:
+    """``labels`` one after another as a :class:`Labels`, ``gaps[i]`` NaNs
+    (values of no label) before label ``i``."""
+    from im2rec.recordio.detection import Labels
 
     values: list[float] = []
     starts = []
@@ -132,8 +131,19 @@ def test_a_batch_says_of_each_label_what_problem_says(
         values += [np.nan] * gap
         starts.append(len(values))
         values += label
-    batch = Labels(np.asarray(values, np.float32), np.asarray(starts, np.int64),
-                   np.asarray([len(v) for v in labels], np.int64))  # fmt: skip
+    return Labels(np.asarray(values, np.float32), np.asarray(starts, np.int64),
+                  np.asarray([len(v) for v in labels], np.int64))  # fmt: skip
+
+
+@given(st.lists(any_label, max_size=12), st.lists(st.integers(0, 3), min_size=12, max_size=12))
+def test_a_batch_says_of_each_label_what_problem_says(
+    labels: list[list[float]], gaps: list[int]
+) -> None:
+    """check() on many labels at once (with values between them that
+    belong to none) names each as problem() names it alone."""
+    from im2rec.recordio.detection import check, problems
+
+    batch = _batch(labels, gaps)
     faults, groups = check(batch)
     words = problems(batch, faults, np.flatnonzero(faults.code))
     said = iter(words)
@@ -167,3 +177,45 @@ def test_a_batch_of_one_layout_reads_each_labels_objects(
     ((owner, objects, _, _, _),) = groups
     for i, label in enumerate(labels):
         assert np.array_equal(objects[owner == i], read_label(label).objects)
+
+
+@given(st.lists(any_label, max_size=12), st.lists(st.integers(0, 3), min_size=12, max_size=12))
+def test_headers_alone_are_found_in_a_batch_as_alone(
+    labels: list[list[float]], gaps: list[int]
+) -> None:
+    """A label of its header alone is found the same in a batch (with
+    values between labels that belong to none, NaN among them) as by
+    itself, and read_label(alone=True) reads it as no objects."""
+    from im2rec.recordio.detection import check, headers_alone
+
+    many = _batch(labels, gaps)
+    found = headers_alone(many, check(many)[0])
+    for label, alone in zip(labels, found.tolist(), strict=True):
+        one = _batch([label], [0])
+        assert headers_alone(one, check(one)[0])[0] == alone
+        if alone:
+            parsed = read_label(label, alone=True)
+            assert len(parsed.objects) == 0 and len(parsed.header) == len(label)
+
+
+@pytest.mark.parametrize(
+    ("label", "alone"),
+    [
+        (make_label(np.empty((0, 6)), (640.0, 480.0)), True),  # rec list --keep-empty's
+        (make_label(np.empty((0, 5))), True),  # A = 2, B = 5: the narrowest
+        ([4.0, 6.0, np.nan, 480.0], False),
+        ([4.0, 4.0, 640.0, 480.0], False),  # B is no object's width
+        ([5.0, 6.0, 640.0, 480.0], False),  # A says more than there is
+        ([1.0, 6.0], False),
+    ],
+)
+def test_a_header_alone_is_an_image_of_no_objects_only_when_asked(
+    label: list[float], alone: bool
+) -> None:
+    with pytest.raises(ValueError, match="at least 7|A =|header|width|finite"):
+        read_label(label)  # (MXNet's rule: fewer than 7 values)
+    if alone:
+        assert read_label(label, alone=True).objects.shape == (0, int(label[1]))
+    else:
+        with pytest.raises(ValueError):
+            read_label(label, alone=True)

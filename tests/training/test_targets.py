@@ -297,3 +297,35 @@ def test_a_v2_classification_transform_gets_the_numpy_image(resized_rec: Path) -
     image, _ = plain[0]
     drawn, _ = flipped[0]
     assert np.array_equal(drawn.numpy().transpose(1, 2, 0), image[:, ::-1])
+
+
+@pytest.mark.parametrize("output", ["pil", "numpy", "bytes"])
+def test_an_image_listed_with_keep_empty_has_a_target_of_no_objects(
+    tmp_path: Path, output: str
+) -> None:
+    """`rec list --keep-empty` writes an image without objects as a header
+    alone (`4 6 w h`): the dataset gives it no boxes, as GluonCV's reader and
+    torchvision's models take it, drawn or not; MXNet's iterator refuses it."""
+    from im2rec.errors import RecordFormatError
+    from im2rec.training import DetAugmenter
+    from im2rec.training.detdraw import DetTransform
+    from im2rec.training.detiter import ImageDetRecordIter
+
+    root = voc_set(tmp_path / "voc")
+    options = BoxOptions("voc", keep_empty=True)
+    make_lists(root, tmp_path / "voc", ListOptions(shuffle=False), boxes=options)
+    pack_list(tmp_path / "voc.lst", PackOptions(pass_through=True, pack_label=True), root=root)
+    rec = tmp_path / "voc.rec"
+    aug = DetTransform(DetAugmenter((3, 32, 32), rand_mirror_prob=1.0))
+    for transforms in (None, aug) if output == "bytes" else (None,):  # (DetTransform: bytes)
+        ds = RecordDataset(rec, output=output, labels="boxes", transforms=transforms)
+        assert len(ds) == len(IMAGES)
+        for k, (_, w, h, objects) in enumerate(IMAGES):
+            _, target = ds[k]
+            assert np.asarray(target["boxes"]).shape == (len(objects), 4)
+            assert np.asarray(target["labels"]).shape == (len(objects),)
+            assert target["size"] == ((h, w) if transforms is None else (32, 32))
+    with pytest.raises(RecordFormatError, match="not a detection label"):
+        with ImageDetRecordIter(path_imgrec=rec, data_shape=(3, 16, 16), batch_size=4,
+                                verbose=False, preprocess_threads=1) as it:  # fmt: skip
+            next(iter(it))
