@@ -233,7 +233,7 @@ def _detection_rows(found: dict[str, Any], names: dict[int, str] | None) -> list
     if found["images"]:
         spread = f"{per['min']:,} to {per['max']:,} an image (mean {per['mean']:g})"
         rows.append(("objects", f"{found['objects']:,} in {found['images']:,} images, {spread}"))
-    alone = found.get("images_without_objects", 0)
+    alone = found["images_without_objects"]
     if alone:
         rows.append(("no objects", f"{alone:,} image{'s' if alone > 1 else ''} labelled with the "
                      "header alone (rec list --keep-empty): RecordDataset reads them, MXNet's "

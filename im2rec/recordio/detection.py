@@ -320,12 +320,17 @@ def problems(labels: Labels, faults: Faults, which: np.ndarray) -> list[str]:
 def problem(values: Sequence[float] | np.ndarray) -> str | None:
     """Why ``values`` is not a detection label MXNet would read, in words
     naming the rule, or None when it is one."""
-    array = np.asarray(values, np.float64).reshape(-1)
-    one = Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64))
-    faults, _ = check(one)
+    one, faults = _checked(values)
     if not faults.code[0]:
         return None
     return problems(one, faults, np.zeros(1, np.int64))[0]
+
+
+def _checked(values: Sequence[float] | np.ndarray) -> tuple[Labels, Faults]:
+    """``values`` as a batch of one label, and :func:`check`'s faults of it."""
+    array = np.asarray(values, np.float64).reshape(-1)
+    one = Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64))
+    return one, check(one)[0]
 
 
 def headers_alone(labels: Labels, faults: Faults) -> np.ndarray:
@@ -347,12 +352,9 @@ def read_label(values: Sequence[float] | np.ndarray, *, alone: bool = False) -> 
     """``values`` split into header and objects; ``ValueError`` naming the
     rule when it is not a detection label (:func:`problem`). With ``alone``,
     a header alone (:func:`headers_alone`) reads as a label of no objects."""
-    why = problem(values)
-    if why is not None:
-        array = np.asarray(values, np.float64).reshape(-1)
-        one = Labels(array, np.zeros(1, np.int64), np.array([len(array)], np.int64))
-        if not (alone and headers_alone(one, check(one)[0])[0]):
-            raise ValueError(why)
+    one, faults = _checked(values)
+    if faults.code[0] and not (alone and headers_alone(one, faults)[0]):
+        raise ValueError(problems(one, faults, np.zeros(1, np.int64))[0])
     array = np.asarray(values, np.float32)
     a, b = int(array[0]), int(array[1])
     return DetLabel(array[:a].copy(), array[a:].reshape(-1, b).copy())

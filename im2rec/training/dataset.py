@@ -72,8 +72,8 @@ class RecordDataset:
     size the label's header names; ``tv_tensors.BoundingBoxes`` where
     torchvision is installed, int64 labels; none for a label of the header
     alone, an image ``rec list --keep-empty`` kept), batched by
-    :attr:`collate_boxes`. ``transform`` and ``target_transform`` are applied to the image and
-    label, ``transforms`` to both at once (``(image, target) -> (image,
+    :attr:`collate_boxes`. ``transform`` and ``target_transform`` are
+    applied to the image and label, ``transforms`` to both at once (``(image, target) -> (image,
     target)``, as torchvision's datasets take it; with ``labels="boxes"``
     the only way to transform the image, so the boxes move with it); pass
     picklable callables for ``spawn`` workers. A
